@@ -1,0 +1,1 @@
+//! baton-client: placeholder crate; see the open issue for this component.

@@ -1,0 +1,1 @@
+//! baton-host: placeholder crate; see the open issue for this component.

@@ -1,0 +1,2 @@
+//! baton-wire: encode and decode v8 frames from the command line.
+fn main() {}

@@ -1,0 +1,258 @@
+//! The strict CBOR decoder: one definite-length item, upstream's checks in upstream's order.
+//!
+//! Hostile lengths never drive allocation: every declared length is checked against the
+//! configured limit and against the bytes actually present before anything is reserved, and
+//! recursion is bounded by the depth limit (at most 512).
+
+use std::collections::HashSet;
+
+use crate::cbor::error::{CborError, ContainerKind, IndefiniteKind, StringKind};
+use crate::limits::CborLimits;
+use crate::value::{Map, Number, Value};
+
+/// Why a CBOR payload did not yield a strict JSON value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueDecodeError {
+    /// The bytes break the CBOR profile.
+    #[error(transparent)]
+    Cbor(#[from] CborError),
+    /// Well-formed CBOR that holds a byte string, which JSON cannot carry.
+    #[error("CBOR payload is not a JSON value")]
+    NotJson,
+}
+
+/// Decodes exactly one item from `bytes` into a [`Value`].
+///
+/// # Errors
+/// [`ValueDecodeError::Cbor`] for any profile violation, with upstream's message;
+/// [`ValueDecodeError::NotJson`] for a valid item containing a byte string.
+pub fn decode_value(bytes: &[u8], limits: &CborLimits) -> Result<Value, ValueDecodeError> {
+    if bytes.len() > limits.max_byte_length as usize {
+        return Err(CborError::ByteLengthExceeded {
+            limit: limits.max_byte_length,
+        }
+        .into());
+    }
+    let mut d = Reader {
+        buf: bytes,
+        pos: 0,
+        limits,
+        saw_bytes: false,
+    };
+    let value = d.item(0)?;
+    if d.pos != bytes.len() {
+        return Err(CborError::TrailingData.into());
+    }
+    if d.saw_bytes {
+        return Err(ValueDecodeError::NotJson);
+    }
+    Ok(value)
+}
+
+/// Checks that `bytes` is exactly one valid item under the profile, without building it.
+///
+/// # Errors
+/// As [`decode_value`].
+pub fn validate(bytes: &[u8], limits: &CborLimits) -> Result<(), ValueDecodeError> {
+    decode_value(bytes, limits).map(drop)
+}
+
+const SAFE_HIGH_WORD_MAX: u64 = 0x1f_ffff;
+
+struct Reader<'a, 'l> {
+    buf: &'a [u8],
+    pos: usize,
+    limits: &'l CborLimits,
+    saw_bytes: bool,
+}
+
+impl<'a> Reader<'a, '_> {
+    fn byte(&mut self) -> Result<u8, CborError> {
+        let b = *self.buf.get(self.pos).ok_or(CborError::Truncated)?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], CborError> {
+        let end = self.pos.checked_add(n).ok_or(CborError::Truncated)?;
+        let s = self.buf.get(self.pos..end).ok_or(CborError::Truncated)?;
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn be(&mut self, n: usize) -> Result<u64, CborError> {
+        let s = self.take(n)?;
+        Ok(s.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
+    }
+
+    /// Reads the argument for additional information `ai` (0..=27) of a major 0..=5 head.
+    fn argument(&mut self, ai: u8, major: u8) -> Result<u64, CborError> {
+        match ai {
+            0..=23 => Ok(u64::from(ai)),
+            24 => self.be(1),
+            25 => self.be(2),
+            26 => self.be(4),
+            27 => {
+                let v = self.be(8)?;
+                if v >> 32 > SAFE_HIGH_WORD_MAX {
+                    return Err(CborError::ArgumentOutOfSafeRange);
+                }
+                Ok(v)
+            }
+            28..=30 => Err(CborError::MalformedAdditionalInformation),
+            _ => Err(CborError::Indefinite {
+                kind: match major {
+                    2 => IndefiniteKind::ByteStrings,
+                    3 => IndefiniteKind::TextStrings,
+                    4 => IndefiniteKind::Arrays,
+                    5 => IndefiniteKind::Maps,
+                    _ => IndefiniteKind::Items,
+                },
+            }),
+        }
+    }
+
+    fn string_bytes(&mut self, len: u64, kind: StringKind) -> Result<&'a [u8], CborError> {
+        if len > u64::from(self.limits.max_byte_length) {
+            return Err(CborError::StringLengthExceeded {
+                kind,
+                limit: self.limits.max_byte_length,
+            });
+        }
+        // Within the limit, so it fits usize on every supported target.
+        let len = usize::try_from(len).map_err(|_| CborError::Truncated)?;
+        self.take(len)
+    }
+
+    fn text(&mut self, len: u64) -> Result<&'a str, CborError> {
+        let raw = self.string_bytes(len, StringKind::Text)?;
+        std::str::from_utf8(raw).map_err(|_| CborError::InvalidUtf8)
+    }
+
+    fn container_len(&self, len: u64, kind: ContainerKind) -> Result<usize, CborError> {
+        if len > u64::from(self.limits.max_container_length) {
+            return Err(CborError::ContainerLengthExceeded {
+                kind,
+                limit: self.limits.max_container_length,
+            });
+        }
+        usize::try_from(len).map_err(|_| CborError::Truncated)
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn item(&mut self, depth: u32) -> Result<Value, CborError> {
+        if depth > self.limits.max_depth {
+            return Err(CborError::DepthExceeded {
+                limit: self.limits.max_depth,
+            });
+        }
+        let head = self.byte()?;
+        let major = head >> 5;
+        let ai = head & 0x1f;
+        match major {
+            0 => {
+                let v = self.argument(ai, major)?;
+                // ≤ 2^53 − 1 after the 8-byte check, so the conversion is exact.
+                let v = i64::try_from(v).map_err(|_| CborError::ArgumentOutOfSafeRange)?;
+                Number::from_i64(v)
+                    .map(Value::Number)
+                    .map_err(|_| CborError::IntegerOutOfSafeRange)
+            }
+            1 => {
+                let arg = self.argument(ai, major)?;
+                let arg = i64::try_from(arg).map_err(|_| CborError::IntegerOutOfSafeRange)?;
+                Number::from_i64(-1 - arg)
+                    .map(Value::Number)
+                    .map_err(|_| CborError::IntegerOutOfSafeRange)
+            }
+            2 => {
+                let len = self.argument(ai, major)?;
+                self.string_bytes(len, StringKind::Bytes)?;
+                self.saw_bytes = true;
+                Ok(Value::Null)
+            }
+            3 => {
+                let len = self.argument(ai, major)?;
+                Ok(Value::String(self.text(len)?.to_owned()))
+            }
+            4 => {
+                let len = self.argument(ai, major)?;
+                let len = self.container_len(len, ContainerKind::Array)?;
+                // Every element takes at least one byte: never reserve more than is present.
+                let mut items = Vec::with_capacity(len.min(self.remaining()));
+                for _ in 0..len {
+                    items.push(self.item(depth + 1)?);
+                }
+                Ok(Value::Array(items))
+            }
+            5 => {
+                let len = self.argument(ai, major)?;
+                let len = self.container_len(len, ContainerKind::Map)?;
+                self.map(len, depth)
+            }
+            6 => Err(CborError::Tag),
+            _ => self.simple(ai),
+        }
+    }
+
+    fn map(&mut self, len: usize, depth: u32) -> Result<Value, CborError> {
+        // Each entry takes at least two bytes.
+        let mut map = Map::with_capacity(len.min(self.remaining() / 2));
+        // Small maps (every envelope) check duplicates by scanning; large ones hash.
+        let mut seen: Option<HashSet<&'a str>> = (len > 16).then(HashSet::new);
+        for _ in 0..len {
+            let key = self.key(depth + 1)?;
+            let duplicate = match &mut seen {
+                Some(set) => !set.insert(key),
+                None => map.contains_key(key),
+            };
+            if duplicate {
+                return Err(CborError::DuplicateKey);
+            }
+            let value = self.item(depth + 1)?;
+            map.push_unique(key.to_owned(), value);
+        }
+        Ok(Value::Map(map))
+    }
+
+    /// A map key: text read in place; anything else is decoded (so its own errors win)
+    /// and then refused.
+    fn key(&mut self, depth: u32) -> Result<&'a str, CborError> {
+        if depth > self.limits.max_depth {
+            return Err(CborError::DepthExceeded {
+                limit: self.limits.max_depth,
+            });
+        }
+        let head = *self.buf.get(self.pos).ok_or(CborError::Truncated)?;
+        if head >> 5 == 3 {
+            self.pos += 1;
+            let len = self.argument(head & 0x1f, 3)?;
+            return self.text(len);
+        }
+        self.item(depth)?;
+        Err(CborError::NonStringKey)
+    }
+
+    fn simple(&mut self, ai: u8) -> Result<Value, CborError> {
+        match ai {
+            20 => Ok(Value::Bool(false)),
+            21 => Ok(Value::Bool(true)),
+            22 => Ok(Value::Null),
+            27 => {
+                let f = f64::from_bits(self.be(8)?);
+                if !f.is_finite() {
+                    return Err(CborError::NonFiniteFloat);
+                }
+                Number::from_f64(f)
+                    .map(Value::Number)
+                    .map_err(|_| CborError::IntegerOutOfSafeRange)
+            }
+            28..=30 => Err(CborError::MalformedAdditionalInformation),
+            31 => Err(CborError::Break),
+            _ => Err(CborError::UnsupportedSimple),
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! Message codecs: frames + strict CBOR + envelope validation, as one step each way.
+//!
+//! Two forms of the same logic: a plain incremental [`MessageDecoder`] (upstream
+//! `ClientMessageDecoder`/`ServerMessageDecoder` semantics, including "a chunk with a bad frame
+//! yields none of its messages") and tokio-util [`Decoder`]/[`Encoder`] pairs for `Framed`.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use tokio_util::codec::{Decoder, Encoder};
+
+use crate::cbor::{self, CborError, ValueDecodeError, Writer};
+use crate::frame::{FRAME_HEADER_LENGTH, FrameDecoder, FrameError};
+use crate::limits::{CborLimits, DEFAULT_MAX_FRAME_LENGTH};
+use crate::message::{ClientMessage, Invalid, ServerMessage};
+
+/// Which side's messages an error is about (upstream's `client`/`server` wording).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Messages a client sends.
+    Client,
+    /// Messages a server sends.
+    Server,
+}
+
+impl fmt::Display for Side {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Client => "client",
+            Self::Server => "server",
+        })
+    }
+}
+
+/// A message that crosses the wire in one direction.
+pub trait WireMessage: Sized + sealed::Sealed {
+    /// Whose messages these are.
+    const SIDE: Side;
+    #[doc(hidden)]
+    fn parse_value(value: crate::Value) -> Result<Self, InvalidMessage>;
+    #[doc(hidden)]
+    fn write<B: BufMut>(&self, out: &mut B, limits: &CborLimits) -> Result<(), CborError>;
+}
+
+/// Opaque marker for "not a valid envelope" (public only because [`WireMessage`] names it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InvalidMessage(());
+
+impl From<Invalid> for InvalidMessage {
+    fn from(_: Invalid) -> Self {
+        Self(())
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for crate::ClientMessage {}
+    impl Sealed for crate::ServerMessage {}
+}
+
+impl WireMessage for ClientMessage {
+    const SIDE: Side = Side::Client;
+    fn parse_value(value: crate::Value) -> Result<Self, InvalidMessage> {
+        Ok(Self::parse(value)?)
+    }
+    fn write<B: BufMut>(&self, out: &mut B, limits: &CborLimits) -> Result<(), CborError> {
+        let mut w = Writer::new(out, limits);
+        w.client_message(self)?;
+        w.finish()
+    }
+}
+
+impl WireMessage for ServerMessage {
+    const SIDE: Side = Side::Server;
+    fn parse_value(value: crate::Value) -> Result<Self, InvalidMessage> {
+        Ok(Self::parse(value)?)
+    }
+    fn write<B: BufMut>(&self, out: &mut B, limits: &CborLimits) -> Result<(), CborError> {
+        let mut w = Writer::new(out, limits);
+        w.server_message(self)?;
+        w.finish()
+    }
+}
+
+/// Why inbound bytes did not yield a message. `Display` is upstream's exact wording.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// Framing failed (oversized length).
+    #[error("Invalid {side} protocol frame: {source}")]
+    Frame {
+        /// Whose messages.
+        side: Side,
+        /// The framing error.
+        source: FrameError,
+    },
+    /// The payload broke the CBOR profile.
+    #[error("Invalid {side} protocol frame: {source}")]
+    Cbor {
+        /// Whose messages.
+        side: Side,
+        /// The CBOR error.
+        source: CborError,
+    },
+    /// Valid CBOR, but not a valid envelope (or not strict JSON).
+    #[error("Invalid {side} protocol message")]
+    InvalidMessage {
+        /// Whose messages.
+        side: Side,
+    },
+    /// The stream ended inside a frame.
+    #[error("Invalid {side} protocol framing: {source}")]
+    Framing {
+        /// Whose messages.
+        side: Side,
+        /// Always [`FrameError::Truncated`].
+        source: FrameError,
+    },
+    /// Used after an earlier failure: the decoder is sticky.
+    #[error("{side} message decoder has failed")]
+    Failed {
+        /// Whose messages.
+        side: Side,
+    },
+    /// Used after a clean end of stream.
+    #[error("{side} message decoder has ended")]
+    Ended {
+        /// Whose messages.
+        side: Side,
+    },
+    /// I/O error from the transport under a tokio `Framed`.
+    #[error("{0}")]
+    Io(String),
+}
+
+impl From<std::io::Error> for DecodeError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e.to_string())
+    }
+}
+
+/// Why an outbound message could not be framed. `Display` is upstream's wording:
+/// `Unable to encode {side} protocol message: …`, cut to 500 characters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    /// The message exceeds a limit (most often the frame length).
+    #[error("Unable to encode {side} protocol message: {}", truncate_500(&source.to_string()))]
+    Cbor {
+        /// Whose messages.
+        side: Side,
+        /// The encoder error.
+        source: CborError,
+    },
+    /// I/O error from the transport under a tokio `Framed`.
+    #[error("{0}")]
+    Io(String),
+}
+
+impl From<std::io::Error> for EncodeError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e.to_string())
+    }
+}
+
+fn truncate_500(s: &str) -> String {
+    // Upstream counts UTF-16 units; our messages are ASCII, where units and chars agree.
+    if s.chars().count() <= 500 {
+        s.to_owned()
+    } else {
+        let mut out: String = s.chars().take(497).collect();
+        out.push_str("...");
+        out
+    }
+}
+
+/// Decodes one unframed payload into a message.
+///
+/// # Errors
+/// [`DecodeError::Cbor`] or [`DecodeError::InvalidMessage`].
+pub fn decode_payload<M: WireMessage>(
+    payload: &[u8],
+    max_frame_length: u32,
+) -> Result<M, DecodeError> {
+    let side = M::SIDE;
+    let value = cbor::decode_value(payload, &CborLimits::for_frame_length(max_frame_length))
+        .map_err(|e| match e {
+            ValueDecodeError::Cbor(source) => DecodeError::Cbor { side, source },
+            ValueDecodeError::NotJson => DecodeError::InvalidMessage { side },
+        })?;
+    M::parse_value(value).map_err(|_| DecodeError::InvalidMessage { side })
+}
+
+/// Validates a [`Value`] as a message (what [`decode_payload`] does after CBOR).
+///
+/// # Errors
+/// [`DecodeError::InvalidMessage`] if it is not a valid envelope.
+pub fn from_value<M: WireMessage>(value: crate::Value) -> Result<M, DecodeError> {
+    M::parse_value(value).map_err(|_| DecodeError::InvalidMessage { side: M::SIDE })
+}
+
+/// The message as a [`Value`], keys in wire order (for logs, JSON tooling and tests).
+pub fn to_value<M: WireMessage>(msg: &M) -> crate::Value {
+    let limits = CborLimits {
+        max_byte_length: u32::MAX,
+        max_container_length: u32::MAX,
+        max_depth: crate::limits::MAX_CONFIGURABLE_CBOR_DEPTH,
+    };
+    let mut buf = Vec::new();
+    // Our own messages always re-decode: they were built from valid parts.
+    match msg.write(&mut buf, &limits) {
+        Ok(()) => cbor::decode_value(&buf, &limits).unwrap_or(crate::Value::Null),
+        Err(_) => crate::Value::Null,
+    }
+}
+
+/// Appends the framed encoding of `msg` (header included) to `out`. On error `out` is left
+/// as it was.
+///
+/// # Errors
+/// [`EncodeError::Cbor`] when the message is over `max_frame_length` or another limit.
+pub fn encode_frame_into<M: WireMessage>(
+    msg: &M,
+    max_frame_length: u32,
+    out: &mut BytesMut,
+) -> Result<(), EncodeError> {
+    let start = out.len();
+    out.put_slice(&[0; FRAME_HEADER_LENGTH]);
+    if let Err(source) = msg.write(out, &CborLimits::for_frame_length(max_frame_length)) {
+        out.truncate(start);
+        return Err(EncodeError::Cbor {
+            side: M::SIDE,
+            source,
+        });
+    }
+    let len = out.len() - start - FRAME_HEADER_LENGTH;
+    // The CBOR limit (a u32) already bounded `len`.
+    let header = u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes();
+    out[start..start + FRAME_HEADER_LENGTH].copy_from_slice(&header);
+    Ok(())
+}
+
+/// Encodes `msg` as one complete frame.
+///
+/// # Errors
+/// As [`encode_frame_into`].
+pub fn encode_frame<M: WireMessage>(msg: &M, max_frame_length: u32) -> Result<Bytes, EncodeError> {
+    let mut out = BytesMut::new();
+    encode_frame_into(msg, max_frame_length, &mut out)?;
+    Ok(out.freeze())
+}
+
+/// Incremental, sticky message decoder for one direction of one connection.
+#[derive(Debug)]
+pub struct MessageDecoder<M> {
+    frames: FrameDecoder,
+    buf: BytesMut,
+    failed: bool,
+    _m: PhantomData<fn() -> M>,
+}
+
+/// Decodes what a client sends (used by servers).
+pub type ClientMessageDecoder = MessageDecoder<ClientMessage>;
+/// Decodes what a server sends (used by clients).
+pub type ServerMessageDecoder = MessageDecoder<ServerMessage>;
+
+impl<M: WireMessage> Default for MessageDecoder<M> {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_FRAME_LENGTH)
+    }
+}
+
+impl<M: WireMessage> MessageDecoder<M> {
+    /// A decoder with the given frame limit.
+    pub fn new(max_frame_length: u32) -> Self {
+        Self {
+            frames: FrameDecoder::new(max_frame_length),
+            buf: BytesMut::new(),
+            failed: false,
+            _m: PhantomData,
+        }
+    }
+
+    /// Bytes buffered toward an incomplete frame.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Feeds a chunk and returns every message it completes, in order. If any frame in the
+    /// chunk is bad, nothing from the chunk is returned and the decoder fails for good.
+    ///
+    /// # Errors
+    /// The first failure; afterwards [`DecodeError::Failed`].
+    pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<M>, DecodeError> {
+        if self.failed {
+            return Err(DecodeError::Failed { side: M::SIDE });
+        }
+        self.buf.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        while let Some(m) = self.next_message()? {
+            out.push(m);
+        }
+        Ok(out)
+    }
+
+    /// Takes the next complete message from already-pushed bytes.
+    ///
+    /// # Errors
+    /// As [`push`](Self::push).
+    pub fn next_message(&mut self) -> Result<Option<M>, DecodeError> {
+        let mut buf = std::mem::take(&mut self.buf);
+        let r = self.decode_from(&mut buf);
+        self.buf = buf;
+        r
+    }
+
+    fn decode_from(&mut self, buf: &mut BytesMut) -> Result<Option<M>, DecodeError> {
+        let side = M::SIDE;
+        if self.failed {
+            return Err(DecodeError::Failed { side });
+        }
+        let frame = match self.frames.decode(buf) {
+            Ok(Some(f)) => f,
+            Ok(None) => return Ok(None),
+            Err(source) => {
+                self.failed = true;
+                return Err(DecodeError::Frame { side, source });
+            }
+        };
+        match decode_payload(&frame, self.frames.max_frame_length()) {
+            Ok(m) => Ok(Some(m)),
+            Err(e) => {
+                self.failed = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Declares end of stream.
+    ///
+    /// # Errors
+    /// [`DecodeError::Framing`] if a frame was cut short.
+    pub fn end(&mut self) -> Result<(), DecodeError> {
+        let side = M::SIDE;
+        if self.failed {
+            return Err(DecodeError::Failed { side });
+        }
+        self.frames.end(&self.buf).map_err(|source| match source {
+            FrameError::Ended => DecodeError::Ended { side },
+            FrameError::Failed => DecodeError::Failed { side },
+            source => {
+                self.failed = true;
+                DecodeError::Framing { side, source }
+            }
+        })
+    }
+}
+
+/// tokio-util codec for a peer that receives `In` and sends `Out`.
+#[derive(Debug)]
+pub struct WireCodec<In, Out> {
+    decoder: MessageDecoder<In>,
+    max_frame_length: u32,
+    _out: PhantomData<fn(Out)>,
+}
+
+/// What a server frames: decodes client messages, encodes server messages.
+pub type ServerCodec = WireCodec<ClientMessage, ServerMessage>;
+/// What a client frames: decodes server messages, encodes client messages.
+pub type ClientCodec = WireCodec<ServerMessage, ClientMessage>;
+
+impl<In: WireMessage, Out: WireMessage> WireCodec<In, Out> {
+    /// A codec with one frame limit for both directions.
+    pub fn new(max_frame_length: u32) -> Self {
+        Self {
+            decoder: MessageDecoder::new(max_frame_length),
+            max_frame_length,
+            _out: PhantomData,
+        }
+    }
+}
+
+impl<In: WireMessage, Out: WireMessage> Default for WireCodec<In, Out> {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_FRAME_LENGTH)
+    }
+}
+
+impl<In: WireMessage, Out: WireMessage> Decoder for WireCodec<In, Out> {
+    type Item = In;
+    type Error = DecodeError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<In>, DecodeError> {
+        self.decoder.decode_from(src)
+    }
+
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<In>, DecodeError> {
+        if let Some(m) = self.decoder.decode_from(src)? {
+            return Ok(Some(m));
+        }
+        let side = In::SIDE;
+        match self.decoder.frames.end(src) {
+            Ok(()) | Err(FrameError::Ended) => Ok(None),
+            Err(source) => {
+                self.decoder.failed = true;
+                Err(DecodeError::Framing { side, source })
+            }
+        }
+    }
+}
+
+impl<In: WireMessage, Out: WireMessage> Encoder<&Out> for WireCodec<In, Out> {
+    type Error = EncodeError;
+
+    fn encode(&mut self, item: &Out, dst: &mut BytesMut) -> Result<(), EncodeError> {
+        encode_frame_into(item, self.max_frame_length, dst)
+    }
+}
+
+impl<In: WireMessage, Out: WireMessage> Encoder<Out> for WireCodec<In, Out> {
+    type Error = EncodeError;
+
+    fn encode(&mut self, item: Out, dst: &mut BytesMut) -> Result<(), EncodeError> {
+        encode_frame_into(&item, self.max_frame_length, dst)
+    }
+}

@@ -1,0 +1,1 @@
+//! Fuzz target bodies, replayable from `cargo test` (not a stable API).

@@ -1,0 +1,150 @@
+//! Validated identifiers: parse, don't validate.
+
+use std::fmt;
+
+/// A canonical lowercase UUIDv4 naming a logical server
+/// (`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ServerId(String);
+
+/// A string that is not a valid identifier of the required kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    /// Not a canonical lowercase UUIDv4.
+    #[error("server id must be a canonical lowercase UUIDv4")]
+    NotServerId,
+    /// Empty where at least one character is required.
+    #[error("identifier must not be empty")]
+    Empty,
+}
+
+impl ServerId {
+    /// Validates `s`.
+    ///
+    /// # Errors
+    /// [`IdError::NotServerId`] unless `s` is a canonical lowercase UUIDv4.
+    pub fn parse(s: &str) -> Result<Self, IdError> {
+        if is_canonical_uuid_v4(s) {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(IdError::NotServerId)
+        }
+    }
+
+    /// Builds a UUIDv4 from 16 random bytes (the caller supplies randomness: this crate is pure).
+    pub fn from_random_bytes(mut b: [u8; 16]) -> Self {
+        b[6] = (b[6] & 0x0f) | 0x40;
+        b[8] = (b[8] & 0x3f) | 0x80;
+        Self(format_uuid(&b))
+    }
+
+    /// The text form.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Formats 16 bytes as a lowercase hyphenated UUID.
+pub fn format_uuid(b: &[u8; 16]) -> String {
+    let mut s = String::with_capacity(36);
+    for (i, byte) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        s.push_str(&format!("{byte:02x}"));
+    }
+    s
+}
+
+/// True for a canonical lowercase UUIDv4 string.
+pub fn is_canonical_uuid_v4(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.len() != 36 {
+        return false;
+    }
+    b.iter().enumerate().all(|(i, &c)| match i {
+        8 | 13 | 18 | 23 => c == b'-',
+        14 => c == b'4',
+        19 => matches!(c, b'8' | b'9' | b'a' | b'b'),
+        _ => c.is_ascii_digit() || (b'a'..=b'f').contains(&c),
+    })
+}
+
+impl fmt::Display for ServerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ServerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ServerId({})", self.0)
+    }
+}
+
+impl std::str::FromStr for ServerId {
+    type Err = IdError;
+    fn from_str(s: &str) -> Result<Self, IdError> {
+        Self::parse(s)
+    }
+}
+
+/// A non-empty string identifier (request, subscription, session and attachment ids,
+/// error codes).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Id(String);
+
+impl Id {
+    /// Validates `s` is non-empty.
+    ///
+    /// # Errors
+    /// [`IdError::Empty`] for `""`.
+    pub fn new(s: impl Into<String>) -> Result<Self, IdError> {
+        let s = s.into();
+        if s.is_empty() {
+            Err(IdError::Empty)
+        } else {
+            Ok(Self(s))
+        }
+    }
+
+    /// For constants known to be non-empty.
+    pub(crate) fn from_trusted(s: &str) -> Self {
+        debug_assert!(!s.is_empty());
+        Self(s.to_owned())
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The owned text.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+impl AsRef<str> for Id {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Id {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}

@@ -1,0 +1,49 @@
+//! # baton-protocol
+//!
+//! The wire format of **Pi protocol v8 with the chord service layer**, byte-exact with the
+//! upstream TypeScript implementation (pi 1.0.x). Pure: no sockets, no clocks, no tasks.
+//!
+//! ```text
+//!  bytes ─▶ frame (4-byte BE length) ─▶ strict CBOR item ─▶ Value ─▶ envelope
+//!                                                                   │
+//!                      chord: ServiceCall, snapshots, updates, ops ◀┘
+//! ```
+//!
+//! * [`frame`]: length-prefixed framing with the limit checked at the header.
+//! * [`cbor`]: the strict CBOR profile, upstream error messages.
+//! * [`Value`]: the opaque payload type (strict JSON, key order kept).
+//! * [`message`]: `hello`, `request`, `cancel`, `hello_error`, `response`,
+//!   `service_update`, `attachment`.
+//! * [`codec`]: frame + CBOR + envelope in one step; incremental and tokio-util forms.
+//! * [`handshake`]: sans-IO handshake machines for both ends.
+//! * [`chord`]: the service layer riding in `call`/`result`/`update`.
+//!
+//! Every limit has a named default in [`limits`]. The normative description is
+//! `docs/protocol.md` in the repository.
+
+pub mod cbor;
+pub mod chord;
+pub mod codec;
+pub mod frame;
+pub mod handshake;
+pub mod ids;
+pub mod limits;
+pub mod message;
+mod value;
+mod value_serde;
+pub mod version;
+
+#[doc(hidden)]
+pub mod fuzzing;
+
+pub use codec::{
+    ClientCodec, ClientMessageDecoder, DecodeError, EncodeError, ServerCodec, ServerMessageDecoder,
+    Side, decode_payload, encode_frame, encode_frame_into, from_value, to_value,
+};
+pub use ids::{Id, ServerId};
+pub use message::{
+    Cancel, ClientMessage, Outcome, Request, Response, ServerMessage, ServiceUpdate, SessionTarget,
+    Target, WireError,
+};
+pub use value::{MAX_SAFE_INTEGER, Map, Number, NumberError, Value};
+pub use version::PROTOCOL_VERSION;

@@ -1,0 +1,181 @@
+//! Message codecs: upstream "validated framed protocol APIs" behaviour.
+
+use baton_protocol::codec::{ClientMessageDecoder, ServerMessageDecoder};
+use baton_protocol::{
+    ClientCodec, ClientMessage, Id, Request, ServerCodec, ServerId, ServerMessage, Target, Value,
+    encode_frame,
+};
+use bytes::BytesMut;
+use tokio_util::codec::{Decoder, Encoder};
+
+fn server_id() -> ServerId {
+    ServerId::parse("00000000-0000-4000-8000-000000000001").unwrap()
+}
+
+fn request(id: &str) -> ClientMessage {
+    ClientMessage::Request(Request {
+        id: Id::new(id).unwrap(),
+        target: Target::Server(server_id()),
+        call: Value::from_json(r#"{"serviceId":"pi.models","member":"list","args":[]}"#).unwrap(),
+    })
+}
+
+#[test]
+fn outbound_frames_over_the_limit_are_refused_before_writing() {
+    let err = encode_frame(&ClientMessage::hello(), 8).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Unable to encode client protocol message: CBOR byte length exceeds configured limit of 8"
+    );
+    let mut codec = ClientCodec::new(8);
+    let mut out = BytesMut::from(&b"keep"[..]);
+    assert!(codec.encode(&ClientMessage::hello(), &mut out).is_err());
+    assert_eq!(
+        &out[..],
+        b"keep",
+        "a failed encode leaves the buffer as it was"
+    );
+}
+
+#[test]
+fn fragmented_and_coalesced_client_messages_decode_at_every_split() {
+    let mut stream = encode_frame(&ClientMessage::hello(), u32::MAX)
+        .unwrap()
+        .to_vec();
+    stream.extend_from_slice(&encode_frame(&request("request-1"), u32::MAX).unwrap());
+    for split in 0..=stream.len() {
+        let mut d = ClientMessageDecoder::default();
+        let mut msgs = d.push(&stream[..split]).unwrap();
+        msgs.extend(d.push(&stream[split..]).unwrap());
+        assert_eq!(
+            msgs,
+            vec![ClientMessage::hello(), request("request-1")],
+            "split {split}"
+        );
+        d.end().unwrap();
+    }
+}
+
+#[test]
+fn fragmented_server_messages_decode_byte_at_a_time() {
+    let hello = ServerMessage::Hello {
+        server_id: server_id(),
+    };
+    let stream = encode_frame(&hello, u32::MAX).unwrap();
+    let mut d = ServerMessageDecoder::default();
+    let mut got = Vec::new();
+    for b in stream.iter() {
+        got.extend(d.push(&[*b]).unwrap());
+    }
+    assert_eq!(got, vec![hello]);
+}
+
+#[test]
+fn invalid_framed_input_fails_the_decoder_for_good() {
+    let cases: [(&[u8], &str); 4] = [
+        (
+            &[0, 0, 0, 0],
+            "Invalid client protocol frame: Truncated CBOR payload",
+        ),
+        (
+            &[0, 0, 0, 1, 0xff],
+            "Invalid client protocol frame: CBOR break marker is not supported",
+        ),
+        (
+            &[0, 0, 0, 2, 0xc0, 0x00],
+            "Invalid client protocol frame: CBOR tags are not supported",
+        ),
+        (&[0, 0, 0, 1, 0xa0], "Invalid client protocol message"),
+    ];
+    for (bytes, msg) in cases {
+        let mut d = ClientMessageDecoder::default();
+        assert_eq!(d.push(bytes).unwrap_err().to_string(), msg);
+        assert_eq!(
+            d.push(&[]).unwrap_err().to_string(),
+            "client message decoder has failed"
+        );
+        assert_eq!(
+            d.end().unwrap_err().to_string(),
+            "client message decoder has failed"
+        );
+    }
+}
+
+#[test]
+fn oversized_header_is_refused_with_the_upstream_server_message() {
+    let mut d = ClientMessageDecoder::default();
+    assert_eq!(
+        d.push(&[0x01, 0x00, 0x00, 0x01]).unwrap_err().to_string(),
+        "Invalid client protocol frame: Frame length 16777217 exceeds configured limit of 16777216"
+    );
+}
+
+#[test]
+fn a_chunk_with_a_good_frame_then_a_bad_one_yields_nothing() {
+    let mut chunk = encode_frame(&ClientMessage::hello(), u32::MAX)
+        .unwrap()
+        .to_vec();
+    chunk.extend_from_slice(&[0, 0, 0, 1, 0xff]);
+    let mut d = ClientMessageDecoder::default();
+    assert!(d.push(&chunk).is_err());
+}
+
+#[test]
+fn truncated_final_frame_is_reported_at_end() {
+    let mut d = ClientMessageDecoder::default();
+    assert!(d.push(&[0, 0, 0, 2, 1]).unwrap().is_empty());
+    assert_eq!(
+        d.end().unwrap_err().to_string(),
+        "Invalid client protocol framing: Truncated frame at end of stream"
+    );
+}
+
+#[test]
+fn tokio_codecs_pair_up_and_report_truncation_at_eof() {
+    let mut server = ServerCodec::default();
+    let mut client = ClientCodec::default();
+    let mut wire = BytesMut::new();
+    client.encode(request("request-9"), &mut wire).unwrap();
+    assert_eq!(
+        server.decode(&mut wire).unwrap(),
+        Some(request("request-9"))
+    );
+    server
+        .encode(&ServerMessage::Attachment(None), &mut wire)
+        .unwrap();
+    assert_eq!(
+        client.decode(&mut wire).unwrap(),
+        Some(ServerMessage::Attachment(None))
+    );
+    assert_eq!(client.decode_eof(&mut wire).unwrap(), None);
+
+    let mut partial = BytesMut::from(&[0u8, 0, 0, 9, 1][..]);
+    let mut fresh = ServerCodec::default();
+    assert_eq!(fresh.decode(&mut partial).unwrap(), None);
+    assert_eq!(
+        fresh.decode_eof(&mut partial).unwrap_err().to_string(),
+        "Invalid client protocol framing: Truncated frame at end of stream"
+    );
+}
+
+#[test]
+fn void_response_and_null_result_are_distinct_on_the_wire() {
+    use baton_protocol::{Outcome, Response};
+    let void = ServerMessage::Response(Response {
+        id: Id::new("r").unwrap(),
+        outcome: Outcome::Void,
+    });
+    let null = ServerMessage::Response(Response {
+        id: Id::new("r").unwrap(),
+        outcome: Outcome::Value(Value::Null),
+    });
+    let (a, b) = (
+        encode_frame(&void, u32::MAX).unwrap(),
+        encode_frame(&null, u32::MAX).unwrap(),
+    );
+    assert_ne!(a, b);
+    assert!(b.ends_with(&[0xf6]));
+    let mut d = ServerMessageDecoder::default();
+    assert_eq!(d.push(&a).unwrap(), vec![void]);
+    assert_eq!(d.push(&b).unwrap(), vec![null]);
+}
