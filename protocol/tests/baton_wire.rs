@@ -1,0 +1,99 @@
+//! The `baton-wire` command: encode and decode lines, independent errors, exit codes.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn run(args: &[&str], input: &str) -> (String, i32) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_baton-wire"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        out.status.code().unwrap(),
+    )
+}
+
+const HELLO_HEX: &str = "00000015a264747970656568656c6c6f6776657273696f6e08";
+const ORDERED: &str = r#"{"type":"response","id":"request-2","ok":true,"result":{"zeta":[{"m":1.5,"b":null}],"alpha":"x","nested":{"b":{"d":1,"c":2},"a":[]}}}"#;
+const ORDERED_HEX: &str = "00000059a4647479706568726573706f6e736562696469726571756573742d32626f6bf566726573756c74a3647a65746181a2616dfb3ff80000000000006162f665616c7068616178666e6573746564a26162a2616401616302616180";
+
+#[test]
+fn encode_prints_one_hex_frame_per_json_line() {
+    let (out, code) = run(
+        &["encode", "--side", "client"],
+        "{\"type\":\"hello\",\"version\":8}\n",
+    );
+    assert_eq!(out, format!("{HELLO_HEX}\n"));
+    assert_eq!(code, 0);
+    let (out, code) = run(&["encode", "--side", "server"], &format!("{ORDERED}\n"));
+    assert_eq!(out, format!("{ORDERED_HEX}\n"));
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn decode_prints_json_with_key_order_preserved() {
+    let (out, code) = run(&["decode", "--side", "server"], &format!("{ORDERED_HEX}\n"));
+    assert_eq!(out, format!("{ORDERED}\n"));
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn each_line_is_independent_and_errors_use_the_decoder_message() {
+    let input = format!("{HELLO_HEX}\n00000002c000\n{HELLO_HEX}\nzz\n{HELLO_HEX}{HELLO_HEX}\n");
+    let (out, code) = run(&["decode", "--side", "client"], &input);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], r#"{"type":"hello","version":8}"#);
+    assert_eq!(
+        lines[1],
+        "error: Invalid client protocol frame: CBOR tags are not supported"
+    );
+    assert_eq!(lines[2], r#"{"type":"hello","version":8}"#);
+    assert!(lines[3].starts_with("error: "), "{}", lines[3]);
+    assert_eq!(
+        lines[4],
+        "error: Frame must contain exactly one complete payload"
+    );
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn encode_refuses_invalid_messages_and_respects_the_frame_limit() {
+    let input = "{\"type\":\"hello\",\"version\":\"8\"}\n{\"type\":\"hello\",\"version\":8}\n";
+    let (out, code) = run(
+        &["encode", "--side", "client", "--max-frame-length", "8"],
+        input,
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "error: Invalid client protocol message");
+    assert_eq!(
+        lines[1],
+        "error: Unable to encode client protocol message: CBOR byte length exceeds configured limit of 8"
+    );
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn truncated_frames_are_reported() {
+    let (out, _) = run(&["decode", "--side", "server"], "0000000201\n");
+    assert_eq!(
+        out,
+        "error: Invalid server protocol framing: Truncated frame at end of stream\n"
+    );
+}
+
+#[test]
+fn bad_arguments_exit_with_status_2() {
+    assert_eq!(run(&["encode"], "").1, 2);
+    assert_eq!(run(&["frobnicate", "--side", "client"], "").1, 2);
+}
