@@ -250,6 +250,63 @@ pub fn encode_frame<M: WireMessage>(msg: &M, max_frame_length: u32) -> Result<By
     Ok(out.freeze())
 }
 
+/// Encodes a `service_update`'s update value once, so the bytes can be shared by every
+/// subscriber whose delta dictionaries agree (see [`encode_service_update_frame`]).
+///
+/// The value is checked against the limits it will have inside the envelope: it sits one
+/// level below the envelope root.
+///
+/// # Errors
+/// [`EncodeError::Cbor`] when the value breaks a limit.
+pub fn encode_update_payload(
+    update: &crate::Value,
+    max_frame_length: u32,
+) -> Result<Bytes, EncodeError> {
+    let limits = CborLimits::for_frame_length(max_frame_length);
+    let inner = CborLimits {
+        max_depth: limits.max_depth.saturating_sub(1),
+        ..limits
+    };
+    let mut out = BytesMut::new();
+    cbor::encode_value(update, &mut out, &inner).map_err(|source| EncodeError::Cbor {
+        side: Side::Server,
+        source,
+    })?;
+    Ok(out.freeze())
+}
+
+/// Appends a framed `service_update` whose update is already encoded by
+/// [`encode_update_payload`]. The result is byte-identical to encoding the whole message.
+///
+/// # Errors
+/// [`EncodeError::Cbor`] when the frame would exceed `max_frame_length`.
+pub fn encode_service_update_frame(
+    subscription_id: &crate::Id,
+    update_payload: &[u8],
+    max_frame_length: u32,
+    out: &mut BytesMut,
+) -> Result<(), EncodeError> {
+    let start = out.len();
+    out.put_slice(&[0; FRAME_HEADER_LENGTH]);
+    let limits = CborLimits::for_frame_length(max_frame_length);
+    let mut w = Writer::new(out, &limits);
+    let written = w
+        .service_update_head(subscription_id.as_str())
+        .map(|()| w.raw(update_payload))
+        .and_then(|()| w.finish());
+    if let Err(source) = written {
+        out.truncate(start);
+        return Err(EncodeError::Cbor {
+            side: Side::Server,
+            source,
+        });
+    }
+    let len = out.len() - start - FRAME_HEADER_LENGTH;
+    let header = u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes();
+    out[start..start + FRAME_HEADER_LENGTH].copy_from_slice(&header);
+    Ok(())
+}
+
 /// Incremental, sticky message decoder for one direction of one connection.
 #[derive(Debug)]
 pub struct MessageDecoder<M> {

@@ -38,7 +38,8 @@ pub mod fuzzing;
 
 pub use codec::{
     ClientCodec, ClientMessageDecoder, DecodeError, EncodeError, ServerCodec, ServerMessageDecoder,
-    Side, decode_payload, encode_frame, encode_frame_into, from_value, to_value,
+    Side, decode_payload, encode_frame, encode_frame_into, encode_service_update_frame,
+    encode_update_payload, from_value, to_value,
 };
 pub use ids::{Id, ServerId};
 pub use message::{

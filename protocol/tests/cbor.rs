@@ -1,4 +1,5 @@
 //! The strict CBOR profile: upstream's item vectors, decoder rejects and limits.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use baton_protocol::Value;
 use baton_protocol::cbor::{ValueDecodeError, decode_value, to_vec};

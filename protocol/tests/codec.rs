@@ -1,4 +1,5 @@
 //! Message codecs: upstream "validated framed protocol APIs" behaviour.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use baton_protocol::codec::{ClientMessageDecoder, ServerMessageDecoder};
 use baton_protocol::{
@@ -178,4 +179,29 @@ fn void_response_and_null_result_are_distinct_on_the_wire() {
     let mut d = ServerMessageDecoder::default();
     assert_eq!(d.push(&a).unwrap(), vec![void]);
     assert_eq!(d.push(&b).unwrap(), vec![null]);
+}
+
+#[test]
+fn a_pre_encoded_update_frames_byte_identically_to_the_whole_message() {
+    use baton_protocol::{ServiceUpdate, encode_service_update_frame, encode_update_payload};
+    let update =
+        Value::from_json(r#"{"type":"state","member":"state","sequence":3,"ops":[["s",0,3]]}"#)
+            .unwrap();
+    let sub = Id::new("service-1").unwrap();
+    let whole = encode_frame(
+        &ServerMessage::ServiceUpdate(ServiceUpdate {
+            subscription_id: sub.clone(),
+            update: update.clone(),
+        }),
+        u32::MAX,
+    )
+    .unwrap();
+    let payload = encode_update_payload(&update, u32::MAX).unwrap();
+    let mut shared = BytesMut::new();
+    encode_service_update_frame(&sub, &payload, u32::MAX, &mut shared).unwrap();
+    assert_eq!(&shared[..], &whole[..]);
+    // The frame limit still applies to the assembled frame.
+    let mut small = BytesMut::new();
+    assert!(encode_service_update_frame(&sub, &payload, 16, &mut small).is_err());
+    assert!(small.is_empty());
 }

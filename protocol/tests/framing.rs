@@ -1,4 +1,5 @@
 //! Length-prefixed framing: split and coalesced input, limits at the header, truncation.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use baton_protocol::frame::{FrameDecoder, FrameError, encode_frame};
 use bytes::BytesMut;

@@ -1,4 +1,9 @@
 //! Sans-IO handshakes: the client's checks and the server's hello-first, version and deadline.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests need some base instant; the machines only ever add to it"
+)]
 
 use std::time::{Duration, Instant};
 

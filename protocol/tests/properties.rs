@@ -1,5 +1,6 @@
 //! Property tests: encode→decode identity, split-point independence, canonical fixpoints,
 //! and agreement with an independent CBOR decoder (ciborium) on everything we accept.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use baton_protocol::cbor::{decode_value, to_vec};
 use baton_protocol::codec::{ClientMessageDecoder, ServerMessageDecoder};

@@ -1,4 +1,5 @@
 //! Upstream byte vectors: accepted frames round-trip byte-exact, rejected frames are refused.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use baton_protocol::codec::{MessageDecoder, WireMessage};
 use baton_protocol::{ClientMessage, ServerMessage, Value, encode_frame, from_value, to_value};

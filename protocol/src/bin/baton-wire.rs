@@ -9,9 +9,8 @@
 //! the exit status is 1 if any line failed, 2 for bad arguments.
 
 #![expect(
-    clippy::print_stdout,
     clippy::print_stderr,
-    reason = "a command-line tool"
+    reason = "a command-line tool reports usage errors on stderr"
 )]
 
 use std::io::{BufRead, Write};
@@ -91,7 +90,7 @@ fn hex(bytes: &[u8]) -> String {
 
 fn unhex(s: &str) -> Result<Vec<u8>, String> {
     let s: String = s.chars().filter(|c| !c.is_ascii_whitespace()).collect();
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return Err("hex input has an odd number of digits".to_owned());
     }
     (0..s.len())

@@ -186,9 +186,4 @@ impl<'b, 'l, B: BufMut> Writer<'b, 'l, B> {
         }
         Ok(())
     }
-
-    /// Number of bytes written so far.
-    pub(crate) fn written(&self) -> usize {
-        self.written
-    }
 }

@@ -1,0 +1,478 @@
+//! Per-subscription state codecs: one delta codec per (instance address, state member).
+//!
+//! A server keeps one [`StateEncoder`] per subscription per connection; a client keeps one
+//! [`StateDecoder`] per subscription. Their registries follow the same lifecycle (upstream
+//! `StateCodecRegistry`, spec §6.8), so every decoder sees exactly the batches its encoder
+//! produced:
+//!
+//! | event | effect on the registry |
+//! | --- | --- |
+//! | snapshot (subscribe response) | reset, then a fresh codec per state member |
+//! | `state` | that member's codec; missing → `Unknown service state …` |
+//! | `r` inside a batch | resets only that member's codec |
+//! | `replaced` | reset, then codecs for the replacement's state members |
+//! | `unavailable` | reset |
+//! | `spawned` | codecs added for the new instance; a repeat → `Duplicate service state …` |
+//! | `closed` | that address's codecs removed |
+//! | `reset` | reset, then codecs for every state member of the new snapshot |
+
+use std::collections::BTreeMap;
+
+use crate::chord::address::InstanceAddress;
+use crate::chord::delta_codec::{OpDecoder, OpEncoder};
+use crate::chord::error::ChordError;
+use crate::chord::op::Op;
+use crate::chord::raw::{
+    RawInstance, RawMember, RawSubscription, RawUpdate, Wire, parse_subscription, parse_update,
+};
+use crate::chord::snapshot::{InstanceSnapshot, SubscriptionSnapshot};
+use crate::chord::update::{ProviderUpdate, state_update_value};
+use crate::value::Value;
+
+/// Codecs keyed by instance address (absent for a singleton), then member name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Registry<C> {
+    instances: BTreeMap<Option<InstanceAddress>, BTreeMap<String, C>>,
+}
+
+impl<C> Default for Registry<C> {
+    fn default() -> Self {
+        Self {
+            instances: BTreeMap::new(),
+        }
+    }
+}
+
+/// `<member>` or `<key>@<generation>.<member>`, as upstream names a state.
+fn describe(instance: Option<&InstanceAddress>, member: &str) -> String {
+    match instance {
+        None => member.to_owned(),
+        Some(address) => format!("{address}.{member}"),
+    }
+}
+
+impl<C: Default> Registry<C> {
+    fn contains(&self, instance: &Option<InstanceAddress>, member: &str) -> bool {
+        self.instances
+            .get(instance)
+            .is_some_and(|members| members.contains_key(member))
+    }
+
+    /// Adds a fresh codec; a repeat is `Duplicate service state …`.
+    fn add(
+        &mut self,
+        instance: &Option<InstanceAddress>,
+        member: &str,
+    ) -> Result<&mut C, ChordError> {
+        if self.contains(instance, member) {
+            return Err(ChordError::DuplicateState(describe(
+                instance.as_ref(),
+                member,
+            )));
+        }
+        Ok(self
+            .instances
+            .entry(instance.clone())
+            .or_default()
+            .entry(member.to_owned())
+            .or_default())
+    }
+
+    /// The codec of a state; missing is `Unknown service state …`.
+    fn get_mut(
+        &mut self,
+        instance: &Option<InstanceAddress>,
+        member: &str,
+    ) -> Result<&mut C, ChordError> {
+        self.instances
+            .get_mut(instance)
+            .and_then(|members| members.get_mut(member))
+            .ok_or_else(|| ChordError::UnknownState(describe(instance.as_ref(), member)))
+    }
+
+    fn remove_instance(&mut self, address: &InstanceAddress) {
+        self.instances.remove(&Some(address.clone()));
+    }
+
+    /// Adds fresh codecs for every state member of `instance`, checking every name first so
+    /// that a duplicate leaves the registry unchanged.
+    fn add_instance(&mut self, instance: &InstanceSnapshot) -> Result<(), ChordError> {
+        let mut fresh: Vec<&str> = Vec::new();
+        for (name, _, _) in instance.states() {
+            if fresh.contains(&name) || self.contains(&instance.instance, name) {
+                return Err(ChordError::DuplicateState(describe(
+                    instance.instance.as_ref(),
+                    name,
+                )));
+            }
+            fresh.push(name);
+        }
+        for name in fresh {
+            self.add(&instance.instance, name)?;
+        }
+        Ok(())
+    }
+
+    /// A registry with fresh codecs for every state member of `instances`.
+    fn for_instances<'i>(
+        instances: impl IntoIterator<Item = &'i InstanceSnapshot>,
+    ) -> Result<Self, ChordError> {
+        let mut registry = Self::default();
+        for instance in instances {
+            registry.add_instance(instance)?;
+        }
+        Ok(registry)
+    }
+}
+
+/// Server side: encodes one subscription's snapshot and updates into wire values.
+///
+/// Encoding is transactional: on error the encoder is unchanged. The state is `Clone + Eq`
+/// and costs O(dictionary size) to compare or clone: subscribers whose encoders compare equal
+/// get identical bytes for the same update, so a server may encode once, share the frame, and
+/// clone the advanced encoder into the others.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StateEncoder {
+    codecs: Registry<OpEncoder>,
+}
+
+impl StateEncoder {
+    /// An encoder with no states (encode the snapshot first).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Encodes the subscribe response and starts a fresh codec for every state member.
+    ///
+    /// The wire snapshot is identical to the decoded one: each state is `[["r", value]]`.
+    ///
+    /// # Errors
+    /// `Duplicate service state …` when an instance repeats a state name.
+    pub fn encode_snapshot(
+        &mut self,
+        snapshot: &SubscriptionSnapshot,
+    ) -> Result<Value, ChordError> {
+        self.codecs = Registry::for_instances(&snapshot.instances)?;
+        Ok(snapshot.to_value())
+    }
+
+    /// Encodes one provider update, advancing the codecs as §6.8 says.
+    ///
+    /// # Errors
+    /// `Unknown service state …` for a `state` update without a codec; an op validation error;
+    /// `Duplicate service state …` for a repeated state in a new snapshot or instance.
+    pub fn encode_update(&mut self, update: &ProviderUpdate) -> Result<Value, ChordError> {
+        match update {
+            ProviderUpdate::State {
+                instance,
+                member,
+                sequence,
+                ops,
+            } => {
+                let wire = self.codecs.get_mut(instance, member)?.encode(ops)?;
+                Ok(state_update_value(
+                    instance.as_ref(),
+                    member,
+                    *sequence,
+                    wire,
+                ))
+            }
+            ProviderUpdate::Unavailable => {
+                self.codecs = Registry::default();
+                Ok(update.to_value())
+            }
+            ProviderUpdate::Replaced { snapshot } => {
+                self.codecs = Registry::for_instances([snapshot])?;
+                Ok(update.to_value())
+            }
+            ProviderUpdate::Spawned { instance } => {
+                self.codecs.add_instance(instance)?;
+                Ok(update.to_value())
+            }
+            ProviderUpdate::Closed { instance } => {
+                self.codecs.remove_instance(instance);
+                Ok(update.to_value())
+            }
+            ProviderUpdate::Reset { snapshot } => {
+                self.codecs = Registry::for_instances(&snapshot.instances)?;
+                Ok(update.to_value())
+            }
+        }
+    }
+}
+
+/// Client side: validates and decodes one subscription's wire snapshot and updates.
+///
+/// Wire values are checked with the wire grammar (upstream
+/// `parseWire*`) before decoding. After an error the stream is broken: upstream fails the
+/// connection, and the decoder's state is unspecified (decoding of snapshots, `replaced` and
+/// `reset` is transactional; decoding of `state` and `spawned` may have advanced).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StateDecoder {
+    codecs: Registry<OpDecoder>,
+}
+
+impl StateDecoder {
+    /// A decoder with no states (decode the snapshot first).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Decodes the subscribe response and starts a fresh codec for every state member.
+    ///
+    /// # Errors
+    /// Any snapshot validation error (wire grammar), `Duplicate service state …`, a decode
+    /// error, or `Replicated state snapshot is not a base operation batch`.
+    pub fn decode_snapshot(&mut self, value: &Value) -> Result<SubscriptionSnapshot, ChordError> {
+        let raw = parse_subscription(&Wire, value)?;
+        let mut codecs = Registry::default();
+        let decoded = decode_subscription(&mut codecs, raw)?;
+        let snapshot = SubscriptionSnapshot::from_raw(decoded)?;
+        self.codecs = codecs;
+        Ok(snapshot)
+    }
+
+    /// Decodes one wire provider update, advancing the codecs as §6.8 says.
+    ///
+    /// # Errors
+    /// Any update validation error (wire grammar), `Unknown service state …`,
+    /// `Duplicate service state …`, `unresolvable path: …`, or
+    /// `Replicated state snapshot is not a base operation batch`.
+    pub fn decode_update(&mut self, value: &Value) -> Result<ProviderUpdate, ChordError> {
+        Ok(match parse_update(&Wire, value)? {
+            RawUpdate::State {
+                instance,
+                member,
+                sequence,
+                ops,
+            } => {
+                let ops = self.codecs.get_mut(&instance, &member)?.decode_iter(ops)?;
+                ProviderUpdate::State {
+                    instance,
+                    member,
+                    sequence,
+                    ops,
+                }
+            }
+            RawUpdate::Unavailable => {
+                self.codecs = Registry::default();
+                ProviderUpdate::Unavailable
+            }
+            RawUpdate::Replaced(raw) => {
+                let mut codecs = Registry::default();
+                let snapshot = InstanceSnapshot::from_raw(decode_instance(&mut codecs, raw)?)?;
+                self.codecs = codecs;
+                ProviderUpdate::Replaced { snapshot }
+            }
+            RawUpdate::Spawned(raw) => {
+                let instance = decode_instance(&mut self.codecs, raw)?;
+                ProviderUpdate::Spawned {
+                    instance: InstanceSnapshot::from_raw(instance)?,
+                }
+            }
+            RawUpdate::Closed(instance) => {
+                self.codecs.remove_instance(&instance);
+                ProviderUpdate::Closed { instance }
+            }
+            RawUpdate::Reset(raw) => {
+                let mut codecs = Registry::default();
+                let snapshot =
+                    SubscriptionSnapshot::from_raw(decode_subscription(&mut codecs, raw)?)?;
+                self.codecs = codecs;
+                ProviderUpdate::Reset { snapshot }
+            }
+        })
+    }
+}
+
+fn decode_subscription(
+    codecs: &mut Registry<OpDecoder>,
+    raw: RawSubscription<&Value>,
+) -> Result<RawSubscription<Op>, ChordError> {
+    Ok(RawSubscription {
+        service_id: raw.service_id,
+        mode: raw.mode,
+        instances: raw
+            .instances
+            .into_iter()
+            .map(|instance| decode_instance(codecs, instance))
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+/// Adds a codec per state member (upstream `codecs.add`) and decodes its ops with it.
+fn decode_instance(
+    codecs: &mut Registry<OpDecoder>,
+    raw: RawInstance<&Value>,
+) -> Result<RawInstance<Op>, ChordError> {
+    let mut members = Vec::with_capacity(raw.members.len());
+    for member in raw.members {
+        members.push(match member {
+            RawMember::Method { name } => RawMember::Method { name },
+            RawMember::State {
+                name,
+                sequence,
+                ops,
+            } => {
+                let ops = codecs.add(&raw.instance, &name)?.decode_iter(ops)?;
+                RawMember::State {
+                    name,
+                    sequence,
+                    ops,
+                }
+            }
+        });
+    }
+    Ok(RawInstance {
+        instance: raw.instance,
+        members,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chord::mode::ServiceMode;
+    use crate::chord::snapshot::MemberSnapshot;
+
+    fn v(json: &str) -> Value {
+        Value::from_json(json).unwrap()
+    }
+
+    fn state(member: &str, sequence: u64, ops: &str) -> ProviderUpdate {
+        ProviderUpdate::State {
+            instance: None,
+            member: member.into(),
+            sequence,
+            ops: v(ops)
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|op| Op::parse(op).unwrap())
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn duplicate_state_names_are_rejected_by_both_sides() {
+        let snapshot = SubscriptionSnapshot::new(
+            "s",
+            ServiceMode::Singleton,
+            vec![InstanceSnapshot::new(
+                None,
+                vec![
+                    MemberSnapshot::state("x", 0, Value::Null),
+                    MemberSnapshot::state("x", 0, Value::Null),
+                ],
+            )],
+        );
+        let mut enc = StateEncoder::new();
+        assert_eq!(
+            enc.encode_snapshot(&snapshot).unwrap_err().to_string(),
+            "Duplicate service state x"
+        );
+        assert_eq!(
+            StateDecoder::new()
+                .decode_snapshot(&snapshot.to_value())
+                .unwrap_err()
+                .to_string(),
+            "Duplicate service state x"
+        );
+    }
+
+    #[test]
+    fn duplicate_method_names_do_not_need_codecs() {
+        let json = r#"{"serviceId":"s","mode":"singleton","instances":[{"members":[{"name":"m","kind":"method"},{"name":"m","kind":"method"}]}]}"#;
+        assert!(StateDecoder::new().decode_snapshot(&v(json)).is_ok());
+    }
+
+    #[test]
+    fn a_state_update_before_the_snapshot_is_unknown() {
+        let mut enc = StateEncoder::new();
+        assert_eq!(
+            enc.encode_update(&state("state", 1, r#"[["s",["a"],1]]"#))
+                .unwrap_err()
+                .to_string(),
+            "Unknown service state state"
+        );
+    }
+
+    #[test]
+    fn unavailable_discards_every_codec() {
+        let snapshot = SubscriptionSnapshot::new(
+            "s",
+            ServiceMode::Singleton,
+            vec![InstanceSnapshot::new(
+                None,
+                vec![MemberSnapshot::state("x", 0, v("{}"))],
+            )],
+        );
+        let mut enc = StateEncoder::new();
+        let mut dec = StateDecoder::new();
+        dec.decode_snapshot(&enc.encode_snapshot(&snapshot).unwrap())
+            .unwrap();
+        let wire = enc.encode_update(&ProviderUpdate::Unavailable).unwrap();
+        assert_eq!(wire.to_json(), r#"{"type":"unavailable"}"#);
+        assert_eq!(
+            dec.decode_update(&wire).unwrap(),
+            ProviderUpdate::Unavailable
+        );
+        assert_eq!(enc, StateEncoder::new());
+        assert_eq!(dec, StateDecoder::new());
+    }
+
+    #[test]
+    fn spawning_an_existing_state_is_a_duplicate_with_its_address() {
+        let address = InstanceAddress::new("dialog-1", 1);
+        let spawned = ProviderUpdate::Spawned {
+            instance: InstanceSnapshot::new(
+                Some(address),
+                vec![MemberSnapshot::state("request", 0, v("0"))],
+            ),
+        };
+        let mut enc = StateEncoder::new();
+        enc.encode_snapshot(&SubscriptionSnapshot::new("d", ServiceMode::Keyed, vec![]))
+            .unwrap();
+        enc.encode_update(&spawned).unwrap();
+        let before = enc.clone();
+        assert_eq!(
+            enc.encode_update(&spawned).unwrap_err().to_string(),
+            "Duplicate service state dialog-1@1.request"
+        );
+        assert_eq!(enc, before);
+    }
+
+    #[test]
+    fn wire_updates_are_checked_with_the_wire_grammar() {
+        let mut dec = StateDecoder::new();
+        dec.decode_snapshot(&v(
+            r#"{"serviceId":"s","mode":"singleton","instances":[{"members":[{"name":"state","kind":"state","sequence":0,"ops":[["r",{}]]}]}]}"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            dec.decode_update(&v(
+                r#"{"type":"state","member":"state","sequence":1,"ops":[["?",0]]}"#
+            ))
+            .unwrap_err()
+            .to_string(),
+            "unknown op verb: ?"
+        );
+        // Validation precedes the registry lookup.
+        assert_eq!(
+            dec.decode_update(&v(
+                r#"{"type":"state","member":"other","sequence":1,"ops":[["t",["a"],-1]]}"#
+            ))
+            .unwrap_err()
+            .to_string(),
+            "t count"
+        );
+        assert_eq!(
+            dec.decode_update(&v(
+                r#"{"type":"state","member":"other","sequence":1,"ops":[]}"#
+            ))
+            .unwrap_err()
+            .to_string(),
+            "Unknown service state other"
+        );
+    }
+}
