@@ -1,1 +1,55 @@
-//! baton-client: placeholder crate; see the open issue for this component.
+//! # baton-client
+//!
+//! The client side of Pi protocol v8: connect over Unix sockets, TCP or TLS (optionally with
+//! a client certificate), make routed requests, cancel them, attach to sessions, and rebuild a
+//! service's live state from one snapshot plus deltas. The `baton` command is built on it.
+//!
+//! ```text
+//! Client ──commands──▶ driver task ──frames──▶ writer task ──▶ socket
+//!   ▲                    │  ▲
+//!   └──replies/watch─────┘  └──────── reader (frames from the server)
+//! ```
+//!
+//! * [`Client::connect`] opens the transport and completes the handshake (an expected
+//!   `serverId` is enforced).
+//! * [`Client::request`] returns the server's answer; responses may arrive in any order.
+//! * [`Client::attach`] returns a [`Session`] whose calls always use the current attachment.
+//! * [`Client::subscribe`] / [`Session::subscribe`] return a [`Subscription`]: a replica plus
+//!   a stream of [`SubscriptionEvent`]s.
+//!
+//! ## Cancellation
+//! Dropping a request future cancels it: the pending entry is removed and, if the request was
+//! already sent, a `cancel` goes to the server. A cancellation token or timeout in
+//! [`RequestOptions`] does the same. Dropping a [`Subscription`] unsubscribes.
+//!
+//! ## Disconnects
+//! A request that was sent but not answered when the connection dropped fails with
+//! [`RequestError::OutcomeUnknown`]: it may have run. One that never left the client fails
+//! with [`RequestError::NotSent`]. With a [`ReconnectPolicy`] the client reconnects with
+//! backoff (to the same `serverId` only), re-attaches and re-subscribes; subscriptions report
+//! [`SubscriptionEvent::Resyncing`] and then a fresh snapshot.
+
+mod client;
+mod config;
+mod connect;
+mod driver;
+mod endpoint;
+mod error;
+mod session;
+mod status;
+mod subscription;
+mod tls;
+mod transport;
+
+pub use client::{Client, RequestOptions};
+pub use config::{
+    ClientConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EARLY_UPDATE_BUFFER, DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_OUTBOUND_QUEUE, DEFAULT_SUBSCRIPTION_EVENTS, ReconnectPolicy,
+};
+pub use driver::{Reply, SESSION_MANAGEMENT_SERVICE};
+pub use endpoint::{Endpoint, EndpointError};
+pub use error::{ConnectError, RequestError};
+pub use session::Session;
+pub use status::Status;
+pub use subscription::{Subscription, SubscriptionEvent};
+pub use tls::{TlsConfigError, TlsOptions};

@@ -1,0 +1,86 @@
+//! A session handle: calls addressed to the current attachment, never to a stale one.
+
+use baton_protocol::chord::ServiceMode;
+use baton_protocol::{Id, SessionTarget, Value};
+
+use crate::client::{Client, RequestOptions};
+use crate::driver::{Reply, TargetSpec};
+use crate::error::RequestError;
+use crate::subscription::Subscription;
+
+/// An attached session. Calls resolve the target when they are sent: if the connection is no
+/// longer attached to this session, they fail with [`RequestError::NotAttached`] instead of
+/// reaching the server with a stale route.
+#[derive(Debug, Clone)]
+pub struct Session {
+    client: Client,
+    session_id: Id,
+    first_target: SessionTarget,
+}
+
+impl Session {
+    pub(crate) fn new(client: Client, session_id: Id, first_target: SessionTarget) -> Self {
+        Self {
+            client,
+            session_id,
+            first_target,
+        }
+    }
+
+    /// The session id as attached.
+    pub fn id(&self) -> &str {
+        self.session_id.as_str()
+    }
+
+    /// The route the attach returned (it changes after a reconnect).
+    pub fn initial_target(&self) -> &SessionTarget {
+        &self.first_target
+    }
+
+    /// The client this session belongs to.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Calls a session service.
+    ///
+    /// # Errors
+    /// [`RequestError`]; [`RequestError::NotAttached`] if the attachment is gone.
+    pub async fn request(&self, call: Value) -> Result<Reply, RequestError> {
+        self.request_with_options(call, RequestOptions::default())
+            .await
+    }
+
+    /// [`request`](Self::request) with a cancellation token and/or timeout.
+    ///
+    /// # Errors
+    /// As [`request`](Self::request).
+    pub async fn request_with_options(
+        &self,
+        call: Value,
+        options: RequestOptions,
+    ) -> Result<Reply, RequestError> {
+        self.client
+            .request_with(TargetSpec::Session(self.session_id.clone()), call, options)
+            .await
+    }
+
+    /// Subscribes to a session service and waits for its snapshot. After a reconnect the
+    /// client re-attaches first, then re-subscribes.
+    ///
+    /// # Errors
+    /// The server's error or a connection error.
+    pub async fn subscribe(
+        &self,
+        service_id: &str,
+        mode: ServiceMode,
+    ) -> Result<Subscription, RequestError> {
+        self.client
+            .subscribe_at(
+                TargetSpec::Session(self.session_id.clone()),
+                service_id,
+                mode,
+            )
+            .await
+    }
+}

@@ -1,0 +1,114 @@
+//! TLS client configuration: trust roots from a CA file or the platform store, and an
+//! optional client certificate for mutual TLS.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::RootCertStore;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// Where TLS trust and identity come from.
+#[derive(Debug, Clone, Default)]
+pub struct TlsOptions {
+    /// PEM file of CA certificates to trust. `None` uses the platform trust store.
+    pub ca_file: Option<PathBuf>,
+    /// PEM client certificate chain for mutual TLS (requires `client_key`).
+    pub client_cert: Option<PathBuf>,
+    /// PEM private key for `client_cert`.
+    pub client_key: Option<PathBuf>,
+    /// Name to verify in the server certificate instead of the endpoint's host.
+    pub server_name: Option<String>,
+}
+
+/// A TLS setup problem, reported before any connection attempt.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsConfigError {
+    /// A PEM file could not be read or parsed.
+    #[error("cannot read {what} from {path}: {reason}")]
+    Pem {
+        /// What the file should hold.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why it failed.
+        reason: String,
+    },
+    /// No usable trust anchors.
+    #[error("no trusted CA certificates ({0})")]
+    NoRoots(String),
+    /// A certificate without a key or the reverse.
+    #[error("--cert and --key must be given together")]
+    IncompleteIdentity,
+    /// rustls refused the configuration (e.g. a key that does not match the certificate).
+    #[error("invalid TLS configuration: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+fn pem_err(what: &'static str, path: &Path, reason: impl ToString) -> TlsConfigError {
+    TlsConfigError::Pem {
+        what,
+        path: path.to_owned(),
+        reason: reason.to_string(),
+    }
+}
+
+fn load_certs(
+    path: &Path,
+    what: &'static str,
+) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| pem_err(what, path, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| pem_err(what, path, e))?;
+    if certs.is_empty() {
+        return Err(pem_err(what, path, "no certificates in file"));
+    }
+    Ok(certs)
+}
+
+/// Builds the rustls client configuration for `options`.
+///
+/// # Errors
+/// Unreadable PEM files, an empty trust store, or a certificate/key mismatch.
+pub(crate) fn client_config(
+    options: &TlsOptions,
+) -> Result<Arc<rustls::ClientConfig>, TlsConfigError> {
+    let mut roots = RootCertStore::empty();
+    match &options.ca_file {
+        Some(path) => {
+            for cert in load_certs(path, "CA certificates")? {
+                roots
+                    .add(cert)
+                    .map_err(|e| pem_err("CA certificates", path, e))?;
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            for cert in found.certs {
+                // Unparseable platform certificates are skipped, as browsers do.
+                let _ = roots.add(cert);
+            }
+            if roots.is_empty() {
+                return Err(TlsConfigError::NoRoots(
+                    "the platform trust store is empty; pass --ca".to_owned(),
+                ));
+            }
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots);
+    let config = match (&options.client_cert, &options.client_key) {
+        (Some(cert), Some(key)) => {
+            let chain = load_certs(cert, "client certificate")?;
+            let key =
+                PrivateKeyDer::from_pem_file(key).map_err(|e| pem_err("private key", key, e))?;
+            builder.with_client_auth_cert(chain, key)?
+        }
+        (None, None) => builder.with_no_client_auth(),
+        _ => return Err(TlsConfigError::IncompleteIdentity),
+    };
+    Ok(Arc::new(config))
+}

@@ -1,0 +1,61 @@
+//! Opening the byte stream for an endpoint: Unix, TCP, or TLS over TCP.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use rustls_pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpStream, UnixStream};
+
+use crate::endpoint::Endpoint;
+use crate::error::ConnectError;
+
+/// Any byte stream the client can speak over.
+pub(crate) trait Stream: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static {}
+impl<T: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static> Stream for T {}
+
+/// A boxed transport.
+pub(crate) type BoxStream = Pin<Box<dyn Stream>>;
+
+/// Opens the transport. TLS configuration is built by the caller once per client.
+pub(crate) async fn open(
+    endpoint: &Endpoint,
+    tls: Option<(&Arc<rustls::ClientConfig>, Option<&str>)>,
+) -> Result<BoxStream, ConnectError> {
+    let io_err = |source| ConnectError::Io {
+        endpoint: endpoint.clone(),
+        source,
+    };
+    match endpoint {
+        Endpoint::Unix(path) => Ok(Box::pin(UnixStream::connect(path).await.map_err(io_err)?)),
+        Endpoint::Tcp { host, port } => {
+            let tcp = TcpStream::connect((host.as_str(), *port))
+                .await
+                .map_err(io_err)?;
+            // Small frames are latency-bound: do not wait to coalesce.
+            tcp.set_nodelay(true).map_err(io_err)?;
+            Ok(Box::pin(tcp))
+        }
+        Endpoint::Tls { host, port } => {
+            let tls_err = |reason: String| ConnectError::Tls {
+                endpoint: endpoint.clone(),
+                reason,
+            };
+            let (config, name_override) =
+                tls.ok_or_else(|| tls_err("no TLS configuration".to_owned()))?;
+            let name = name_override.unwrap_or(host);
+            let server_name = ServerName::try_from(name.to_owned())
+                .map_err(|_| tls_err(format!("{name:?} is not a valid server name")))?;
+            let tcp = TcpStream::connect((host.as_str(), *port))
+                .await
+                .map_err(io_err)?;
+            tcp.set_nodelay(true).map_err(io_err)?;
+            let connector = tokio_rustls::TlsConnector::from(Arc::clone(config));
+            let stream = connector
+                .connect(server_name, tcp)
+                .await
+                .map_err(|e| tls_err(e.to_string()))?;
+            Ok(Box::pin(stream))
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! Subscriptions against a scripted server: buffering, gaps, slow consumers, reconnects.
+
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+mod support;
+
+use baton_client::{Client, ReconnectPolicy, RequestError, SubscriptionEvent};
+use baton_protocol::chord::{ControlCall, ServiceCall, ServiceMode};
+use baton_protocol::{ClientMessage, Id, Outcome, ServerMessage, ServiceUpdate, Value};
+use std::time::Duration;
+use support::{HANG_GUARD, Listener, Peer};
+
+fn json(s: &str) -> Value {
+    Value::from_json(s).unwrap()
+}
+
+fn snapshot(sequence: u64, value: &str) -> Value {
+    json(&format!(
+        r#"{{"serviceId":"pi.models","mode":"singleton","instances":[{{"members":[{{"name":"select","kind":"method"}},{{"name":"state","kind":"state","sequence":{sequence},"ops":[["r",{value}]]}}]}}]}}"#
+    ))
+}
+
+fn update(sub: &str, body: &str) -> ServerMessage {
+    ServerMessage::ServiceUpdate(ServiceUpdate {
+        subscription_id: Id::new(sub).unwrap(),
+        update: json(body),
+    })
+}
+
+/// Receives a subscribe control call; returns (request id, subscription id).
+async fn recv_subscribe(peer: &mut Peer) -> (Id, String) {
+    let r = peer.recv_request().await;
+    let call = ServiceCall::parse(&r.call).unwrap();
+    match ControlCall::decode(&call) {
+        Some(ControlCall::Subscribe {
+            subscription_id,
+            service_id,
+            mode,
+        }) => {
+            assert_eq!(service_id, "pi.models");
+            assert_eq!(mode, ServiceMode::Singleton);
+            (r.id, subscription_id)
+        }
+        other => panic!("expected subscribe, got {other:?}"),
+    }
+}
+
+async fn recv_unsubscribe(peer: &mut Peer) -> (Id, String) {
+    let r = peer.recv_request().await;
+    match ControlCall::decode(&ServiceCall::parse(&r.call).unwrap()) {
+        Some(ControlCall::Unsubscribe { subscription_id }) => (r.id, subscription_id),
+        other => panic!("expected unsubscribe, got {other:?}"),
+    }
+}
+
+fn revision(sub: &baton_client::Subscription) -> Option<Value> {
+    sub.state().value(None, "state").cloned()
+}
+
+#[tokio::test]
+async fn updates_that_beat_the_snapshot_are_buffered_and_applied_after_it() {
+    let listener = Listener::bind();
+    let (client, mut peer) =
+        tokio::join!(Client::connect(listener.config()), listener.accept_ready());
+    let client = client.unwrap();
+    let subscribe = client.subscribe("pi.models", ServiceMode::Singleton);
+    let server = async {
+        let (id, sub) = recv_subscribe(&mut peer).await;
+        assert_eq!(sub, "service-1");
+        // Seq 1 arrives before the snapshot response; an unknown subscription is ignored.
+        peer.send(update(
+            &sub,
+            r#"{"type":"state","member":"state","sequence":1,"ops":[["s",["revision"],1]]}"#,
+        ))
+        .await;
+        peer.send(update("service-99", r#"{"type":"unavailable"}"#))
+            .await;
+        peer.respond(&id, Outcome::Value(snapshot(0, r#"{"revision":0}"#)))
+            .await;
+        peer.send(update(&sub, r##"{"type":"state","member":"state","sequence":2,"ops":[["#",0,["revision"]],["s",0,2]]}"##)).await;
+        peer.send(update(
+            &sub,
+            r#"{"type":"state","member":"state","sequence":3,"ops":[["s",0,3]]}"#,
+        ))
+        .await;
+    };
+    let (sub, ()) = tokio::join!(subscribe, server);
+    let mut sub = sub.unwrap();
+    let mut watch = sub.watch();
+    tokio::time::timeout(
+        HANG_GUARD,
+        watch.wait_for(|r| r.value(None, "state") == Some(&json(r#"{"revision":3}"#))),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(matches!(
+        sub.next_event().await,
+        Some(SubscriptionEvent::Snapshot { resynced: false })
+    ));
+    for expected in 1..=3 {
+        match sub.next_event().await {
+            Some(SubscriptionEvent::Update(u)) => assert_eq!(
+                u.to_value().as_map().unwrap().get("sequence"),
+                Some(&Value::from(expected as u32))
+            ),
+            other => panic!("expected update {expected}, got {other:?}"),
+        }
+    }
+    // Dropping the subscription unsubscribes with its id.
+    drop(sub);
+    let (uid, unsub) = recv_unsubscribe(&mut peer).await;
+    assert_eq!(unsub, "service-1");
+    peer.respond(&uid, Outcome::Void).await;
+}
+
+#[tokio::test]
+async fn a_sequence_gap_resubscribes_under_a_fresh_id_and_converges() {
+    let listener = Listener::bind();
+    let (client, mut peer) =
+        tokio::join!(Client::connect(listener.config()), listener.accept_ready());
+    let client = client.unwrap();
+    let subscribe = client.subscribe("pi.models", ServiceMode::Singleton);
+    let server = async {
+        let (id, sub) = recv_subscribe(&mut peer).await;
+        peer.respond(&id, Outcome::Value(snapshot(0, r#"{"revision":0}"#)))
+            .await;
+        sub
+    };
+    let (sub, first_id) = tokio::join!(subscribe, server);
+    let mut sub = sub.unwrap();
+    assert!(matches!(
+        sub.next_event().await,
+        Some(SubscriptionEvent::Snapshot { resynced: false })
+    ));
+
+    // Sequence 2 after 0: a gap.
+    peer.send(update(
+        &first_id,
+        r#"{"type":"state","member":"state","sequence":2,"ops":[["s",["revision"],2]]}"#,
+    ))
+    .await;
+    let (uid, unsub) = recv_unsubscribe(&mut peer).await;
+    assert_eq!(unsub, first_id);
+    peer.respond(&uid, Outcome::Void).await;
+    let (id, second_id) = recv_subscribe(&mut peer).await;
+    assert_ne!(second_id, first_id);
+    // Late updates for the abandoned id are ignored.
+    peer.send(update(
+        &first_id,
+        r#"{"type":"state","member":"state","sequence":3,"ops":[["s",["revision"],3]]}"#,
+    ))
+    .await;
+    peer.respond(&id, Outcome::Value(snapshot(7, r#"{"revision":7}"#)))
+        .await;
+
+    match sub.next_event().await {
+        Some(SubscriptionEvent::Resyncing { reason }) => {
+            assert!(reason.contains("sequence has a gap"), "{reason}")
+        }
+        other => panic!("expected resyncing, got {other:?}"),
+    }
+    assert!(matches!(
+        sub.next_event().await,
+        Some(SubscriptionEvent::Snapshot { resynced: true })
+    ));
+    assert_eq!(revision(&sub), Some(json(r#"{"revision":7}"#)));
+    assert_eq!(sub.state().sequence(None, "state"), Some(7));
+}
+
+#[tokio::test]
+async fn a_slow_consumer_loses_no_state_and_sees_lag_in_order() {
+    let listener = Listener::bind();
+    let (client, mut peer) =
+        tokio::join!(Client::connect(listener.config()), listener.accept_ready());
+    let client = client.unwrap();
+    let subscribe = client.subscribe("pi.models", ServiceMode::Singleton);
+    let server = async {
+        let (id, sub) = recv_subscribe(&mut peer).await;
+        peer.respond(&id, Outcome::Value(snapshot(0, r#"{"text":""}"#)))
+            .await;
+        sub
+    };
+    let (sub, wire_id) = tokio::join!(subscribe, server);
+    let mut sub = sub.unwrap();
+    // Far more updates than the event queue holds, while nobody reads events.
+    let total = baton_client::DEFAULT_SUBSCRIPTION_EVENTS as u64 * 3;
+    for seq in 1..=total {
+        let body = if seq == 1 {
+            r#"{"type":"state","member":"state","sequence":1,"ops":[["a",["text"],"x"]]}"#
+                .to_owned()
+        } else if seq == 2 {
+            r##"{"type":"state","member":"state","sequence":2,"ops":[["#",0,["text"]],["a",0,"x"]]}"##.to_owned()
+        } else {
+            format!(r#"{{"type":"state","member":"state","sequence":{seq},"ops":[["a",0,"x"]]}}"#)
+        };
+        peer.send(update(&wire_id, &body)).await;
+    }
+    let expected = json(&format!(r#"{{"text":"{}"}}"#, "x".repeat(total as usize)));
+    let mut watch = sub.watch();
+    tokio::time::timeout(
+        HANG_GUARD,
+        watch.wait_for(|r| r.value(None, "state") == Some(&expected)),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    // Events arrive in order, with the overflow marked as one Lagged.
+    let mut last_seq = 0;
+    let mut lagged = 0;
+    let mut snapshot_seen = false;
+    // Every event was emitted before we started reading: drain what is queued.
+    while let Some(event) = sub.try_next_event() {
+        match event {
+            SubscriptionEvent::Snapshot { .. } => snapshot_seen = true,
+            SubscriptionEvent::Update(u) => {
+                let seq = u
+                    .to_value()
+                    .as_map()
+                    .unwrap()
+                    .get("sequence")
+                    .unwrap()
+                    .as_u64()
+                    .unwrap();
+                assert!(
+                    seq > last_seq,
+                    "events out of order: {seq} after {last_seq}"
+                );
+                last_seq = seq;
+            }
+            SubscriptionEvent::Lagged => lagged += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(snapshot_seen);
+    assert!(lagged >= 1, "the overflow is reported");
+    assert_eq!(sub.state().sequence(None, "state"), Some(total));
+}
+
+#[tokio::test]
+async fn reconnecting_re_attaches_re_subscribes_and_reports_unknown_outcomes() {
+    let listener = Listener::bind();
+    let mut config = listener.config();
+    config.reconnect = Some(ReconnectPolicy {
+        initial_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(20),
+        ..ReconnectPolicy::default()
+    });
+    let (client, mut peer) = tokio::join!(Client::connect(config), listener.accept_ready());
+    let client = client.unwrap();
+    let route = |attachment: &str| baton_protocol::SessionTarget {
+        server_id: support::server_id(),
+        session_id: Id::new("session-1").unwrap(),
+        attachment_id: Id::new(attachment).unwrap(),
+    };
+    // Attach, then subscribe at the session.
+    let attach = client.attach("session-1");
+    let server = async {
+        let r = peer.recv_request().await;
+        peer.send(ServerMessage::Attachment(Some(route("attachment-1"))))
+            .await;
+        peer.respond(&r.id, Outcome::Void).await;
+    };
+    let (session, ()) = tokio::join!(attach, server);
+    let session = session.unwrap();
+    let subscribe = session.subscribe("pi.models", ServiceMode::Singleton);
+    let server = async {
+        let (id, _) = recv_subscribe(&mut peer).await;
+        peer.respond(&id, Outcome::Value(snapshot(0, r#"{"revision":0}"#)))
+            .await;
+    };
+    let (sub, ()) = tokio::join!(subscribe, server);
+    let mut sub = sub.unwrap();
+    assert!(matches!(
+        sub.next_event().await,
+        Some(SubscriptionEvent::Snapshot { resynced: false })
+    ));
+
+    // A request is in flight when the connection drops.
+    let in_flight = session.request(json(
+        r#"{"serviceId":"pi.session","member":"prompt","args":["hi"]}"#,
+    ));
+    let drop_server = async {
+        peer.recv_request().await;
+        drop(peer);
+    };
+    let (result, ()) = tokio::join!(in_flight, drop_server);
+    assert!(matches!(
+        result.unwrap_err(),
+        RequestError::OutcomeUnknown(_)
+    ));
+
+    // The client comes back: re-attach first, then re-subscribe at the new route.
+    let mut peer = listener.accept_ready().await;
+    let r = peer.recv_request().await;
+    assert_eq!(
+        r.call,
+        json(r#"{"serviceId":"pi.session-management","member":"attach","args":["session-1"]}"#)
+    );
+    peer.send(ServerMessage::Attachment(Some(route("attachment-2"))))
+        .await;
+    peer.respond(&r.id, Outcome::Void).await;
+    let sr = peer.recv_request().await;
+    assert_eq!(
+        sr.target,
+        baton_protocol::Target::Session(route("attachment-2"))
+    );
+    let call = ServiceCall::parse(&sr.call).unwrap();
+    assert!(matches!(
+        ControlCall::decode(&call),
+        Some(ControlCall::Subscribe { .. })
+    ));
+    peer.respond(&sr.id, Outcome::Value(snapshot(5, r#"{"revision":5}"#)))
+        .await;
+
+    match sub.next_event().await {
+        Some(SubscriptionEvent::Resyncing { reason }) => {
+            assert!(reason.starts_with("connection lost"), "{reason}")
+        }
+        other => panic!("expected resyncing, got {other:?}"),
+    }
+    assert!(matches!(
+        sub.next_event().await,
+        Some(SubscriptionEvent::Snapshot { resynced: true })
+    ));
+    assert_eq!(revision(&sub), Some(json(r#"{"revision":5}"#)));
+
+    // The session handle follows the new attachment.
+    let req = session.request(json(
+        r#"{"serviceId":"pi.session","member":"abort","args":[]}"#,
+    ));
+    let server = async {
+        let r = peer.recv_request().await;
+        assert_eq!(
+            r.target,
+            baton_protocol::Target::Session(route("attachment-2"))
+        );
+        peer.respond(&r.id, Outcome::Void).await;
+    };
+    let (result, ()) = tokio::join!(req, server);
+    result.unwrap();
+    assert!(matches!(client.status(), baton_client::Status::Connected));
+    let _ = ClientMessage::hello();
+}
