@@ -1,1 +1,65 @@
-//! baton-host: placeholder crate; see the open issue for this component.
+//! # baton-host
+//!
+//! The agent runtime behind a baton server: sessions, the agent loop, tools, model providers
+//! and durable transcripts. The server and client crates know nothing about any of this; a
+//! service adapter (to come) publishes a [`session::Session`]'s state and events as chord
+//! services.
+//!
+//! ```text
+//! SessionManager ── create / open (lazy) / list / remove ──▶ <dir>/<id>.jsonl
+//!      │
+//!   Session ── prompt / steer / abort / bash / setModel ── Snapshot + SessionEvent stream
+//!      │
+//!   agent::run ── projection::prepare_context ──▶ Provider (scripted | openai)
+//!      │                                              │ ProviderEvent stream
+//!      └── tool batch (read / write / edit / bash) ◀──┘
+//! ```
+//!
+//! * [`message`]: the model union ([`message::Message`]) and the application union
+//!   ([`message::AgentMessage`]).
+//! * [`projection`]: rich → model messages before each call; never fails, keeps tool
+//!   call/result pairing.
+//! * [`agent`]: the loop and its stop-reason semantics.
+//! * [`provider`]: the provider trait, the scripted default and the OpenAI-compatible client.
+//! * [`tool`]: the tool trait, argument schemas and the coding tools.
+//! * [`session`]: JSONL persistence, resume, the live session and its published view.
+//! * [`clock`]: the only wall-clock read; ISO-8601 text.
+//!
+//! # Non-goals
+//! No network serving here (that is the server crate plus an adapter), no TLS in the model
+//! client (plain `http://` to a local model server), no compaction *policy* (the entry and
+//! the rebuild rule exist; deciding when to summarise is left to a caller).
+//!
+//! # Cancellation
+//! Dropping a [`session::RunHandle`] does not stop its turn; [`session::Session::abort`]
+//! does. Every task is spawned on a session's `TaskTracker`; [`session::Session::close`] and
+//! [`session::SessionManager::shutdown`] abort and wait for them.
+
+pub mod agent;
+pub mod clock;
+pub mod message;
+pub mod models;
+pub mod projection;
+pub mod provider;
+pub mod session;
+mod spawn;
+pub mod tool;
+pub mod value;
+
+use std::future::Future;
+use std::pin::Pin;
+
+pub use agent::{AgentConfig, LoopEvent, RunContext, RunOutcome};
+pub use message::{AgentMessage, Message};
+pub use models::{ModelInfo, ModelRegistry};
+pub use provider::{ModelRef, Provider, ThinkingLevel};
+pub use session::{
+    CreateOptions, HostConfig, Session, SessionError, SessionEvent, SessionManager, Snapshot,
+};
+pub use value::to_protocol_value;
+
+/// A boxed, `Send` future (the object-safe async return type of the crate's traits).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The system prompt sessions use unless configured otherwise.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a coding assistant working in the user's project directory. Use the read, write, edit and bash tools to inspect and change files, and answer concisely.";

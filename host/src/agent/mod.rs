@@ -1,0 +1,27 @@
+//! The agent loop: stream a response, run its tool calls, repeat until the model stops.
+//!
+//! ```text
+//! prompt ─▶ [steering] ─▶ project ─▶ provider stream ─▶ settled assistant
+//!              ▲                                            │
+//!              │          error / aborted ──────────────────┼─▶ end (no tools)
+//!              │          length ─▶ every call fails ───────┤
+//!              │          toolUse ─▶ execute batch ─────────┤
+//!              └──────── results (call order) ◀─────────────┘
+//!                         all results terminate ─▶ end
+//!                         no calls, no steering ─▶ end
+//! ```
+//!
+//! The loop owns no state: it reads and appends through a [`RunContext`], which the session
+//! implements (persisting each settled message and publishing events). Cancellation is one
+//! [`tokio_util::sync::CancellationToken`] that reaches the provider stream and every running tool.
+
+mod event;
+mod exec;
+mod run;
+
+pub use event::LoopEvent;
+pub use exec::ToolExecution;
+pub use run::{AgentConfig, RunContext, RunError, RunOutcome, run};
+
+/// Text of the result given to every tool call of a `length`-truncated response.
+pub const LENGTH_FAILURE_TEXT: &str = "Tool call was not executed: the response was truncated by the output token limit (stop reason: length), so its arguments may be incomplete.";

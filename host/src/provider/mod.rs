@@ -1,0 +1,188 @@
+//! Model providers: a request in, a stream of [`ProviderEvent`]s out.
+//!
+//! A provider never fails at the call site: [`Provider::stream`] returns a stream at once and
+//! every failure (connection, HTTP status, malformed data) arrives as a
+//! [`ProviderEvent::Error`] inside it, so the loop turns it into an assistant message with
+//! `stopReason: "error"` (design: "a StreamFunction should encode failures in its returned
+//! event stream, not throw"). The stream is pulled ([`ProviderStream::next`]), which gives
+//! natural backpressure and needs no background task; dropping it cancels the request.
+//!
+//! * [`scripted`]: the embedded, deterministic, offline default.
+//! * [`openai`]: OpenAI-compatible chat completions over plain HTTP with SSE streaming.
+
+mod assemble;
+pub mod openai;
+pub mod scripted;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::BoxFuture;
+use crate::message::{Message, StopReason, ToolCall, Usage};
+use crate::tool::ToolSpec;
+
+pub use assemble::{AssistantBuilder, StreamUpdate};
+
+/// Which model a session uses: provider id plus model id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ModelRef {
+    /// Provider id (`scripted`, `openai`).
+    pub provider: String,
+    /// Model id within the provider.
+    pub id: String,
+}
+
+impl ModelRef {
+    /// A reference.
+    pub fn new(provider: impl Into<String>, id: impl Into<String>) -> Self {
+        Self {
+            provider: provider.into(),
+            id: id.into(),
+        }
+    }
+
+    /// The embedded scripted model.
+    pub fn scripted() -> Self {
+        Self::new(scripted::PROVIDER_ID, scripted::MODEL_ID)
+    }
+}
+
+impl fmt::Display for ModelRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.provider, self.id)
+    }
+}
+
+/// How much the model should reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThinkingLevel {
+    /// No reasoning.
+    #[default]
+    Off,
+    /// Minimal.
+    Minimal,
+    /// Low.
+    Low,
+    /// Medium.
+    Medium,
+    /// High.
+    High,
+    /// Extra high.
+    Xhigh,
+}
+
+impl ThinkingLevel {
+    /// The wire text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Minimal => "minimal",
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+            Self::Xhigh => "xhigh",
+        }
+    }
+
+    /// Parses the wire text.
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            Self::Off,
+            Self::Minimal,
+            Self::Low,
+            Self::Medium,
+            Self::High,
+            Self::Xhigh,
+        ]
+        .into_iter()
+        .find(|l| l.as_str() == text)
+    }
+}
+
+/// One model call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    /// Model id within the provider.
+    pub model: String,
+    /// System prompt.
+    pub system_prompt: String,
+    /// The projected conversation.
+    pub messages: Vec<Message>,
+    /// Tools the model may call.
+    pub tools: Vec<ToolSpec>,
+    /// Reasoning effort.
+    pub thinking: ThinkingLevel,
+}
+
+/// What a provider stream yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderEvent {
+    /// Text to append (a new text block starts when the previous block is not text).
+    TextDelta(String),
+    /// Reasoning to append (a new thinking block starts when the previous block is not one).
+    ThinkingDelta(String),
+    /// Opaque signature of the current thinking block.
+    ThinkingSignature(String),
+    /// A complete tool call block.
+    ToolCall(ToolCall),
+    /// Token usage so far (the last one wins).
+    Usage(Usage),
+    /// Opaque response identity.
+    Metadata {
+        /// Provider response id.
+        response_id: Option<String>,
+        /// Model that actually answered.
+        response_model: Option<String>,
+    },
+    /// The response is complete.
+    Done {
+        /// Normalised stop reason (`stop`, `length` or `toolUse`).
+        stop_reason: StopReason,
+        /// The provider's own text for it.
+        raw_stop_reason: Option<String>,
+    },
+    /// The request failed; nothing follows.
+    Error(String),
+}
+
+/// A pulled stream of provider events.
+pub trait ProviderStream: Send {
+    /// The next event; `None` once the stream is over. Cancel-safe: dropping the future loses
+    /// no event that was already returned.
+    fn next(&mut self) -> BoxFuture<'_, Option<ProviderEvent>>;
+}
+
+/// A model provider.
+pub trait Provider: Send + Sync + fmt::Debug {
+    /// Provider id (`scripted`, `openai`).
+    fn id(&self) -> &str;
+    /// API family recorded on assistant messages (`scripted`, `openai-completions`).
+    fn api(&self) -> &str;
+    /// Starts a call. Never fails here: failures are [`ProviderEvent::Error`]s.
+    fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> Box<dyn ProviderStream>;
+}
+
+/// A stream over a precomputed list of events (useful for tests and simple providers).
+#[derive(Debug)]
+pub struct VecStream {
+    events: std::collections::VecDeque<ProviderEvent>,
+}
+
+impl VecStream {
+    /// Yields `events` in order.
+    pub fn new(events: Vec<ProviderEvent>) -> Self {
+        Self {
+            events: events.into(),
+        }
+    }
+}
+
+impl ProviderStream for VecStream {
+    fn next(&mut self) -> BoxFuture<'_, Option<ProviderEvent>> {
+        let ev = self.events.pop_front();
+        Box::pin(async move { ev })
+    }
+}

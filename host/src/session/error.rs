@@ -1,0 +1,69 @@
+//! Session errors.
+
+use std::path::PathBuf;
+
+/// Persistence failures.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// File-system failure on `path`.
+    #[error("session store i/o failed on {path}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An entry could not be encoded.
+    #[error("session entry could not be encoded")]
+    Encode(#[source] serde_json::Error),
+    /// No such session file.
+    #[error("session file {0} does not exist")]
+    NotFound(String),
+    /// The session already exists.
+    #[error("session {0} already exists")]
+    Exists(String),
+    /// The first line is not a session header.
+    #[error("session file {0} has no valid header")]
+    BadHeader(String),
+}
+
+/// Why a session operation was refused or failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// A turn is running; prompts (and model changes) are refused, not queued.
+    #[error("session is busy with a turn")]
+    Busy,
+    /// No turn is running, so there is nothing to steer.
+    #[error("no turn is running to steer")]
+    NotRunning,
+    /// Too many steering texts are already queued.
+    #[error("too many steering messages are queued")]
+    SteerQueueFull,
+    /// Too many user commands are already running.
+    #[error("too many user commands are running")]
+    TooManyCommands,
+    /// The session id is unknown (or not a valid session id).
+    #[error("unknown session {0}")]
+    UnknownSession(String),
+    /// The model is not offered by this host.
+    #[error("unknown model {0}")]
+    UnknownModel(String),
+    /// The working directory does not exist or is not a directory.
+    #[error("working directory {0} is not a directory")]
+    BadCwd(PathBuf),
+    /// The session is shutting down.
+    #[error("session is closed")]
+    Closed,
+    /// The user command could not be started.
+    #[error("bash command failed to run")]
+    Bash(#[source] crate::tool::ToolError),
+    /// Persistence failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The run stopped on a persistence failure.
+    #[error(transparent)]
+    Run(#[from] crate::agent::RunError),
+}

@@ -1,0 +1,332 @@
+//! The sessions of a host: a directory of session files, opened lazily.
+//!
+//! # Layout
+//!
+//! ```text
+//! <sessions_dir>/
+//!   <sessionId>.jsonl        header line + entries (see `session::file` for durability)
+//!   <sessionId>.artifacts/   full outputs of truncated bash commands
+//! ```
+//!
+//! Session ids are lowercase UUIDv4s (validated before they touch a path). Creating a session
+//! writes its file with `model_change` and `thinking_level_change` entries, so a resumed
+//! session keeps its settings even if the host's defaults change.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use baton_protocol::ids::{format_uuid, is_canonical_uuid_v4};
+use ring::rand::{SecureRandom, SystemRandom};
+use tokio_util::sync::CancellationToken;
+
+use super::entry::EntryKind;
+use super::error::{SessionError, StoreError};
+use super::file::{FsyncPolicy, SessionFile};
+use super::runtime::{Session, SessionConfig, SessionMeta, SessionParts};
+use super::tree::rebuild;
+use super::view::Phase;
+use crate::clock::Clock;
+use crate::models::ModelRegistry;
+use crate::provider::{ModelRef, ThinkingLevel};
+
+/// Host-wide settings.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// Where session files live (created if missing).
+    pub sessions_dir: PathBuf,
+    /// Working directory of sessions created without one.
+    pub default_cwd: PathBuf,
+    /// Model of sessions created without one (`None`: the registry's first model).
+    pub default_model: Option<ModelRef>,
+    /// When appends reach stable storage.
+    pub fsync: FsyncPolicy,
+    /// Per-session settings.
+    pub session: SessionConfig,
+}
+
+impl HostConfig {
+    /// Defaults for `sessions_dir`, with the process's current directory as default cwd.
+    pub fn new(sessions_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            sessions_dir: sessions_dir.into(),
+            default_cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            default_model: None,
+            fsync: FsyncPolicy::EveryEntry,
+            session: SessionConfig::default(),
+        }
+    }
+}
+
+/// `create` arguments (all optional).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreateOptions {
+    /// Display name.
+    pub name: Option<String>,
+    /// Working directory (must exist).
+    pub cwd: Option<PathBuf>,
+    /// Model.
+    pub model: Option<ModelRef>,
+    /// Reasoning effort.
+    pub thinking_level: Option<ThinkingLevel>,
+}
+
+/// The host's sessions.
+#[derive(Debug)]
+pub struct SessionManager {
+    config: HostConfig,
+    models: Arc<ModelRegistry>,
+    clock: Arc<dyn Clock>,
+    shutdown: CancellationToken,
+    open: Mutex<HashMap<String, Session>>,
+}
+
+impl SessionManager {
+    /// A manager over `config.sessions_dir` (created if missing).
+    ///
+    /// # Errors
+    /// The directory cannot be created.
+    pub fn new(
+        config: HostConfig,
+        models: ModelRegistry,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(&config.sessions_dir).map_err(|e| StoreError::Io {
+            path: config.sessions_dir.clone(),
+            source: e,
+        })?;
+        Ok(Self {
+            config,
+            models: Arc::new(models),
+            clock,
+            shutdown: CancellationToken::new(),
+            open: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The offered models.
+    pub fn models(&self) -> &ModelRegistry {
+        &self.models
+    }
+
+    /// Creates a session file; the session opens on first [`SessionManager::open`].
+    ///
+    /// # Errors
+    /// [`SessionError::BadCwd`], [`SessionError::UnknownModel`], [`SessionError::Store`].
+    pub fn create(&self, options: CreateOptions) -> Result<String, SessionError> {
+        let cwd = options
+            .cwd
+            .unwrap_or_else(|| self.config.default_cwd.clone());
+        if !cwd.is_dir() {
+            return Err(SessionError::BadCwd(cwd));
+        }
+        let model = options
+            .model
+            .or_else(|| self.config.default_model.clone())
+            .or_else(|| self.models.first())
+            .ok_or_else(|| SessionError::UnknownModel("(no models registered)".into()))?;
+        if self.models.resolve(&model).is_none() {
+            return Err(SessionError::UnknownModel(model.to_string()));
+        }
+        let now = self.clock.now_ms();
+        let (id, mut file) = loop {
+            let id = new_session_id();
+            match SessionFile::create(&self.config.sessions_dir, &id, &cwd, now, self.config.fsync)
+            {
+                Ok(f) => break (id, f),
+                Err(StoreError::Exists(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let m = file.append_new(None, now, EntryKind::model_change(&model))?;
+        let t = file.append_new(
+            Some(&m.id),
+            now,
+            EntryKind::ThinkingLevelChange {
+                thinking_level: options.thinking_level.unwrap_or_default(),
+            },
+        )?;
+        if let Some(name) = options.name {
+            file.append_new(
+                Some(&t.id),
+                now,
+                EntryKind::SessionInfo { name: Some(name) },
+            )?;
+        }
+        tracing::info!(session_id = %id, cwd = %cwd.display(), model = %model, "session created");
+        Ok(id)
+    }
+
+    /// The live session `id`, opening it from disk on first use.
+    ///
+    /// # Errors
+    /// [`SessionError::UnknownSession`] for an invalid or missing id; [`SessionError::Closed`]
+    /// after shutdown; [`SessionError::Store`] when the file cannot be read.
+    pub fn open(&self, id: &str) -> Result<Session, SessionError> {
+        if !is_canonical_uuid_v4(id) {
+            return Err(SessionError::UnknownSession(id.to_owned()));
+        }
+        if self.shutdown.is_cancelled() {
+            return Err(SessionError::Closed);
+        }
+        let mut open = self.lock();
+        if let Some(s) = open.get(id) {
+            return Ok(s.clone());
+        }
+        let path = self.file_path(id);
+        let (file, loaded) = SessionFile::open(&path, self.config.fsync).map_err(|e| match e {
+            StoreError::NotFound(_) => SessionError::UnknownSession(id.to_owned()),
+            other => SessionError::Store(other),
+        })?;
+        let updated_at = loaded
+            .entries
+            .last()
+            .map_or_else(|| loaded.header.timestamp.clone(), |e| e.timestamp.clone());
+        let rebuilt = rebuild(&loaded.entries);
+        let session = Session::start(SessionParts {
+            id: id.to_owned(),
+            cwd: PathBuf::from(&loaded.header.cwd),
+            artifacts_dir: self.config.sessions_dir.join(format!("{id}.artifacts")),
+            created_at: loaded.header.timestamp,
+            file,
+            rebuilt,
+            default_model: self.default_model(),
+            config: self.config.session.clone(),
+            models: Arc::clone(&self.models),
+            clock: Arc::clone(&self.clock),
+            shutdown: self.shutdown.child_token(),
+            updated_at,
+        });
+        tracing::info!(session_id = %id, "session opened");
+        open.insert(id.to_owned(), session.clone());
+        Ok(session)
+    }
+
+    /// Metadata of every session (open ones live, others read from disk), newest first.
+    ///
+    /// # Errors
+    /// The directory cannot be read.
+    pub fn list(&self) -> Result<Vec<SessionMeta>, StoreError> {
+        let dir = &self.config.sessions_dir;
+        let read = std::fs::read_dir(dir).map_err(|e| StoreError::Io {
+            path: dir.clone(),
+            source: e,
+        })?;
+        let open: HashMap<String, Session> = self.lock().clone();
+        let mut out = Vec::new();
+        for entry in read.flatten() {
+            let name = entry.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+                continue;
+            };
+            if !is_canonical_uuid_v4(id) {
+                continue;
+            }
+            if let Some(s) = open.get(id) {
+                out.push(s.meta());
+                continue;
+            }
+            match SessionFile::read(&entry.path()) {
+                Ok(loaded) => {
+                    let rebuilt = rebuild(&loaded.entries);
+                    out.push(SessionMeta {
+                        id: id.to_owned(),
+                        name: rebuilt.name,
+                        cwd: loaded.header.cwd.clone(),
+                        created_at: loaded.header.timestamp.clone(),
+                        updated_at: loaded
+                            .entries
+                            .last()
+                            .map_or(loaded.header.timestamp, |e| e.timestamp.clone()),
+                        phase: Phase::Idle,
+                        model: rebuilt.model.unwrap_or_else(|| self.default_model()),
+                    });
+                }
+                Err(error) => {
+                    tracing::warn!(session_id = id, %error, "skipping an unreadable session file")
+                }
+            }
+        }
+        out.sort_by(|a, b| {
+            b.updated_at
+                .cmp(&a.updated_at)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        Ok(out)
+    }
+
+    /// Closes the session if open and deletes its file and artefacts.
+    ///
+    /// # Errors
+    /// [`SessionError::UnknownSession`]; [`SessionError::Store`] on I/O failure.
+    pub async fn remove(&self, id: &str) -> Result<(), SessionError> {
+        if !is_canonical_uuid_v4(id) {
+            return Err(SessionError::UnknownSession(id.to_owned()));
+        }
+        let live = self.lock().remove(id);
+        if let Some(s) = live {
+            s.close().await;
+        }
+        let path = self.file_path(id);
+        std::fs::remove_file(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                SessionError::UnknownSession(id.to_owned())
+            } else {
+                SessionError::Store(StoreError::Io {
+                    path: path.clone(),
+                    source: e,
+                })
+            }
+        })?;
+        let artifacts = self.config.sessions_dir.join(format!("{id}.artifacts"));
+        if artifacts.exists() {
+            let _ = std::fs::remove_dir_all(&artifacts);
+        }
+        tracing::info!(session_id = %id, "session removed");
+        Ok(())
+    }
+
+    /// Aborts every session and waits for their tasks.
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        let sessions: Vec<Session> = self.lock().values().cloned().collect();
+        for s in sessions {
+            s.close().await;
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Session>> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn file_path(&self, id: &str) -> PathBuf {
+        self.config.sessions_dir.join(format!("{id}.jsonl"))
+    }
+
+    fn default_model(&self) -> ModelRef {
+        self.config
+            .default_model
+            .clone()
+            .or_else(|| self.models.first())
+            .unwrap_or_else(ModelRef::scripted)
+    }
+
+    /// The sessions directory.
+    pub fn sessions_dir(&self) -> &Path {
+        &self.config.sessions_dir
+    }
+}
+
+/// A fresh lowercase UUIDv4 from the system CSPRNG.
+///
+/// # Panics
+/// If the operating system has no working random source, which no supported platform lacks.
+fn new_session_id() -> String {
+    let mut b = [0u8; 16];
+    SystemRandom::new()
+        .fill(&mut b)
+        .expect("the system random source is available on every supported platform");
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    format_uuid(&b)
+}

@@ -1,0 +1,559 @@
+//! `bash`: run a shell command in the session's working directory.
+//!
+//! The command runs as `<shell> -c <command>` in its own process group, with stdin closed and
+//! stdout and stderr merged (each stream keeps its own order). On abort or timeout the whole
+//! process group is killed with `SIGKILL`, so children the command started die with it.
+//!
+//! Output is bounded in memory: the model sees at most the last [`OutputLimits::max_lines`]
+//! lines / [`OutputLimits::max_bytes`] bytes. When that cuts anything, the complete output is
+//! kept in a file under the session's artefact directory and its path is reported.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use baton_protocol::Value;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+use super::{ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, opt_u64_arg, str_arg};
+use crate::BoxFuture;
+
+/// How much command output is kept for the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimits {
+    /// Most bytes of output kept (the tail).
+    pub max_bytes: usize,
+    /// Most lines of output kept (the tail).
+    pub max_lines: usize,
+}
+
+impl Default for OutputLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: 50 * 1024,
+            max_lines: 2000,
+        }
+    }
+}
+
+/// Configuration of the bash tool and of user `!command`s.
+#[derive(Debug, Clone)]
+pub struct BashConfig {
+    /// The shell binary (`bash` from `PATH` by default).
+    pub shell: PathBuf,
+    /// Timeout when the call gives none; `None` waits forever (abort still works).
+    pub default_timeout: Option<Duration>,
+    /// Output bounds.
+    pub limits: OutputLimits,
+}
+
+impl Default for BashConfig {
+    fn default() -> Self {
+        Self {
+            shell: PathBuf::from("bash"),
+            default_timeout: Some(Duration::from_secs(300)),
+            limits: OutputLimits::default(),
+        }
+    }
+}
+
+/// What one command did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BashRun {
+    /// The kept output (the tail when truncated), lossily decoded as UTF-8.
+    pub output: String,
+    /// Exit code; `None` when killed by a signal (abort, timeout) or not started.
+    pub exit_code: Option<i32>,
+    /// Aborted through the cancellation token.
+    pub cancelled: bool,
+    /// Killed because the timeout elapsed.
+    pub timed_out: bool,
+    /// `output` is only the tail.
+    pub truncated: bool,
+    /// Where the complete output is, when truncated.
+    pub full_output_path: Option<PathBuf>,
+}
+
+/// Runs `command` in `cwd`. `output_name` names the full-output file if one is needed
+/// (`<artifacts_dir>/<output_name>.log`).
+///
+/// # Errors
+/// The shell could not be started, or reading its output failed.
+pub async fn run_bash(
+    config: &BashConfig,
+    command: &str,
+    cwd: &Path,
+    timeout: Option<Duration>,
+    artifacts_dir: &Path,
+    output_name: &str,
+    cancel: &CancellationToken,
+) -> Result<BashRun, ToolError> {
+    let mut child = Command::new(&config.shell)
+        .arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| ToolError::new(format!("failed to start {}: {e}", config.shell.display())))?;
+    let pid = child.id();
+    let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err(ToolError::new("shell pipes were not captured"));
+    };
+    let file_path = artifacts_dir.join(format!("{}.log", sanitize(output_name)));
+    let mut sink = OutputSink::new(config.limits, file_path);
+    let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+    let sleep = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(sleep);
+    let (mut out_open, mut err_open) = (true, true);
+    let (mut out_buf, mut err_buf) = (vec![0u8; 8192], vec![0u8; 8192]);
+    let mut stop: Option<Stop> = None;
+    while out_open || err_open {
+        tokio::select! {
+            () = cancel.cancelled() => { stop = Some(Stop::Cancelled); break; }
+            () = &mut sleep => { stop = Some(Stop::TimedOut); break; }
+            n = read_some(&mut stdout, &mut out_buf, out_open) => match n {
+                Ok(0) | Err(_) => out_open = false,
+                Ok(n) => sink.push(&out_buf[..n]).await?,
+            },
+            n = read_some(&mut stderr, &mut err_buf, err_open) => match n {
+                Ok(0) | Err(_) => err_open = false,
+                Ok(n) => sink.push(&err_buf[..n]).await?,
+            },
+        }
+    }
+    let exit_code = if stop.is_some() {
+        kill_group(pid);
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        None
+    } else {
+        tokio::select! {
+            status = child.wait() => status.ok().and_then(|s| s.code()),
+            () = cancel.cancelled() => { stop = Some(Stop::Cancelled); kill_group(pid); let _ = child.wait().await; None }
+            () = &mut sleep => { stop = Some(Stop::TimedOut); kill_group(pid); let _ = child.wait().await; None }
+        }
+    };
+    let (output, truncated, full_output_path) = sink.finish().await?;
+    Ok(BashRun {
+        output,
+        exit_code,
+        cancelled: stop == Some(Stop::Cancelled),
+        timed_out: stop == Some(Stop::TimedOut),
+        truncated,
+        full_output_path,
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Cancelled,
+    TimedOut,
+}
+
+/// Reads from `r` when `open`; otherwise never completes (so `select!` ignores it).
+async fn read_some<R: AsyncRead + Unpin>(
+    r: &mut R,
+    buf: &mut [u8],
+    open: bool,
+) -> std::io::Result<usize> {
+    if open {
+        r.read(buf).await
+    } else {
+        std::future::pending().await
+    }
+}
+
+/// Kills the process group led by `pid` (the shell was started with `process_group(0)`).
+fn kill_group(pid: Option<u32>) {
+    let Some(pid) = pid
+        .and_then(|p| i32::try_from(p).ok())
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return;
+    };
+    if let Err(error) = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL) {
+        tracing::debug!(%error, "killing the command's process group failed (already gone?)");
+    }
+}
+
+fn sanitize(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(100)
+        .collect();
+    if s.is_empty() { "output".into() } else { s }
+}
+
+/// Bounded output accumulation: everything in memory up to `max_bytes`, then everything in the
+/// spill file while memory keeps only a tail.
+#[derive(Debug)]
+struct OutputSink {
+    limits: OutputLimits,
+    path: PathBuf,
+    file: Option<tokio::fs::File>,
+    /// All output while nothing was spilled; afterwards a tail of at least `max_bytes`.
+    mem: Vec<u8>,
+    total: usize,
+}
+
+impl OutputSink {
+    fn new(limits: OutputLimits, path: PathBuf) -> Self {
+        Self {
+            limits,
+            path,
+            file: None,
+            mem: Vec::new(),
+            total: 0,
+        }
+    }
+
+    async fn push(&mut self, chunk: &[u8]) -> Result<(), ToolError> {
+        self.total += chunk.len();
+        if self.file.is_none() && self.total > self.limits.max_bytes {
+            self.file = Some(self.open().await?);
+            let head = std::mem::take(&mut self.mem);
+            self.write(&head).await?;
+            self.mem = head;
+        }
+        if self.file.is_some() {
+            self.write(chunk).await?;
+        }
+        self.mem.extend_from_slice(chunk);
+        let keep = self.limits.max_bytes.max(1);
+        if self.file.is_some() && self.mem.len() > keep * 2 {
+            self.mem.drain(..self.mem.len() - keep);
+        }
+        Ok(())
+    }
+
+    async fn open(&self) -> Result<tokio::fs::File, ToolError> {
+        if let Some(parent) = self.path.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| ToolError::io(parent, &e))?;
+        }
+        tokio::fs::File::create(&self.path)
+            .await
+            .map_err(|e| ToolError::io(&self.path, &e))
+    }
+
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), ToolError> {
+        if let Some(f) = &mut self.file {
+            f.write_all(bytes)
+                .await
+                .map_err(|e| ToolError::io(&self.path, &e))?;
+        }
+        Ok(())
+    }
+
+    /// (kept output, truncated, full output path).
+    async fn finish(mut self) -> Result<(String, bool, Option<PathBuf>), ToolError> {
+        let text = String::from_utf8_lossy(&self.mem).into_owned();
+        let spilled = self.file.is_some();
+        let body = text.strip_suffix('\n').unwrap_or(&text);
+        let lines: Vec<&str> = body.split('\n').collect();
+        let mut kept: Vec<&str> = Vec::new();
+        let mut bytes = 0;
+        for line in lines.iter().rev() {
+            if kept.len() == self.limits.max_lines || bytes + line.len() + 1 > self.limits.max_bytes
+            {
+                break;
+            }
+            bytes += line.len() + 1;
+            kept.push(line);
+        }
+        let truncated = spilled || kept.len() < lines.len();
+        if !truncated {
+            return Ok((body.to_owned(), false, None));
+        }
+        kept.reverse();
+        let mut output = kept.join("\n");
+        if kept.is_empty() {
+            // One enormous line: keep its last bytes on a char boundary.
+            let start = body.len().saturating_sub(self.limits.max_bytes);
+            let start = (start..=body.len())
+                .find(|i| body.is_char_boundary(*i))
+                .unwrap_or(body.len());
+            output = body[start..].to_owned();
+        }
+        if !spilled {
+            self.file = Some(self.open().await?);
+            let all = std::mem::take(&mut self.mem);
+            self.write(&all).await?;
+        }
+        if let Some(f) = &mut self.file {
+            f.flush().await.map_err(|e| ToolError::io(&self.path, &e))?;
+        }
+        Ok((output, true, Some(self.path)))
+    }
+}
+
+/// The `bash` tool.
+#[derive(Debug)]
+pub struct BashTool {
+    config: BashConfig,
+    schema: ObjectSchema,
+}
+
+impl BashTool {
+    /// The tool with `config`.
+    pub fn new(config: BashConfig) -> Self {
+        Self {
+            config,
+            schema: ObjectSchema::new()
+                .required("command", Schema::String, "Shell command to run")
+                .optional("timeout", Schema::integer_min(1), "Timeout in seconds"),
+        }
+    }
+}
+
+impl Tool for BashTool {
+    fn name(&self) -> &str {
+        "bash"
+    }
+
+    fn description(&self) -> &str {
+        "Run a shell command in the working directory. Output (stdout and stderr) is truncated to the last 2000 lines or 50 KB; the full output is saved to a file when truncated."
+    }
+
+    fn parameters(&self) -> &ObjectSchema {
+        &self.schema
+    }
+
+    fn execute<'a>(
+        &'a self,
+        arguments: &'a Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let command = str_arg(arguments, "command")?;
+            let timeout = opt_u64_arg(arguments, "timeout")
+                .map(Duration::from_secs)
+                .or(self.config.default_timeout);
+            let run = run_bash(
+                &self.config,
+                command,
+                &ctx.cwd,
+                timeout,
+                &ctx.artifacts_dir,
+                &format!("bash-{}", ctx.tool_call_id),
+                &ctx.cancel,
+            )
+            .await?;
+            let mut text = if run.output.is_empty() {
+                "(no output)".to_owned()
+            } else {
+                run.output.clone()
+            };
+            if let Some(path) = &run.full_output_path {
+                text.push_str(&format!(
+                    "\n\n[Output truncated. Full output: {}]",
+                    path.display()
+                ));
+            }
+            let mut details = baton_protocol::Map::new();
+            details.insert("truncated", Value::Bool(run.truncated));
+            if let Some(path) = &run.full_output_path {
+                details.insert("fullOutputPath", path.display().to_string().into());
+            }
+            if run.cancelled {
+                text.push_str("\n\nCommand aborted");
+                return Err(ToolError::new(text));
+            }
+            if run.timed_out {
+                let secs = timeout.map_or(0, |t| t.as_secs());
+                text.push_str(&format!("\n\nCommand timed out after {secs} seconds"));
+                return Err(ToolError::new(text));
+            }
+            match run.exit_code {
+                Some(0) => Ok(ToolOutput::text(text).with_details(Value::Map(details))),
+                Some(code) => {
+                    text.push_str(&format!("\n\nCommand exited with code {code}"));
+                    Err(ToolError::new(text))
+                }
+                None => {
+                    text.push_str("\n\nCommand was killed by a signal");
+                    Err(ToolError::new(text))
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(dir: &Path, cancel: CancellationToken) -> ToolContext {
+        ToolContext {
+            cwd: dir.to_path_buf(),
+            artifacts_dir: dir.join("artifacts"),
+            cancel,
+            tool_call_id: "call_1".into(),
+        }
+    }
+
+    fn args(text: &str) -> Value {
+        Value::from_json(text).unwrap()
+    }
+
+    #[tokio::test]
+    async fn command_runs_in_the_session_working_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("marker.txt"), "x").unwrap();
+        let tool = BashTool::new(BashConfig::default());
+        let out = tool
+            .execute(
+                &args(r#"{"command":"ls; echo err >&2"}"#),
+                &ctx(dir.path(), CancellationToken::new()),
+            )
+            .await
+            .unwrap();
+        let text = out.content[0].as_text().unwrap();
+        assert!(text.contains("marker.txt"), "{text}");
+        assert!(text.contains("err"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn nonzero_exit_is_an_error_with_the_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = BashTool::new(BashConfig::default());
+        let err = tool
+            .execute(
+                &args(r#"{"command":"echo out; exit 3"}"#),
+                &ctx(dir.path(), CancellationToken::new()),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(err.message, "out\n\nCommand exited with code 3");
+    }
+
+    #[tokio::test]
+    async fn long_output_keeps_the_tail_and_the_full_output_in_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BashConfig {
+            limits: OutputLimits {
+                max_bytes: 1000,
+                max_lines: 10,
+            },
+            ..BashConfig::default()
+        };
+        let run = run_bash(
+            &config,
+            "seq 1 5000",
+            dir.path(),
+            None,
+            &dir.path().join("artifacts"),
+            "seq",
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert!(run.truncated);
+        let expected: Vec<String> = (4991..=5000).map(|n| n.to_string()).collect();
+        assert_eq!(run.output, expected.join("\n"));
+        let full = std::fs::read_to_string(run.full_output_path.unwrap()).unwrap();
+        assert_eq!(full.lines().count(), 5000);
+        assert!(full.starts_with("1\n2\n"));
+    }
+
+    #[tokio::test]
+    async fn many_short_lines_under_the_byte_limit_are_cut_by_the_line_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BashConfig {
+            limits: OutputLimits {
+                max_bytes: 100_000,
+                max_lines: 3,
+            },
+            ..BashConfig::default()
+        };
+        let run = run_bash(
+            &config,
+            "seq 1 10",
+            dir.path(),
+            None,
+            &dir.path().join("a"),
+            "x",
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(run.output, "8\n9\n10");
+        assert!(run.truncated);
+        let full = std::fs::read_to_string(run.full_output_path.unwrap()).unwrap();
+        assert_eq!(full.lines().count(), 10);
+    }
+
+    #[tokio::test]
+    async fn abort_kills_the_whole_process_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("held.fifo");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let cancel = CancellationToken::new();
+        let config = BashConfig::default();
+        // A background grandchild holds the FIFO's write end open for as long as it lives.
+        let cmd = format!("sleep 600 > {} & wait", fifo.display());
+        let run = {
+            let cancel = cancel.clone();
+            let dir = dir.path().to_path_buf();
+            async move { run_bash(&config, &cmd, &dir, None, &dir.join("a"), "x", &cancel).await }
+        };
+        let observe = async {
+            // Opening the read end completes once the grandchild has opened the write end.
+            let mut reader = tokio::fs::File::open(&fifo).await.unwrap();
+            cancel.cancel();
+            // EOF arrives only when every writer is gone, i.e. the grandchild died.
+            let mut rest = Vec::new();
+            tokio::time::timeout(Duration::from_secs(60), reader.read_to_end(&mut rest))
+                .await
+                .expect("the background child survived the abort")
+                .unwrap();
+        };
+        let (run, ()) = tokio::join!(run, observe);
+        let run = run.unwrap();
+        assert!(run.cancelled);
+        assert_eq!(run.exit_code, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timeout_kills_the_command_and_reports_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = BashTool::new(BashConfig::default());
+        let err = tool
+            .execute(
+                &args(r#"{"command":"sleep 600","timeout":1}"#),
+                &ctx(dir.path(), CancellationToken::new()),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            err.message.ends_with("Command timed out after 1 seconds"),
+            "{}",
+            err.message
+        );
+    }
+}
