@@ -17,6 +17,7 @@
 //! * [`codec`]: frame + CBOR + envelope in one step; incremental and tokio-util forms.
 //! * [`handshake`]: sans-IO handshake machines for both ends.
 //! * [`chord`]: the service layer riding in `call`/`result`/`update`.
+//! * [`unix`]: where Unix sockets live by convention.
 //!
 //! Every limit has a named default in [`limits`]. The normative description is
 //! `docs/protocol.md` in the repository.
@@ -29,6 +30,7 @@ pub mod handshake;
 pub mod ids;
 pub mod limits;
 pub mod message;
+pub mod unix;
 mod value;
 mod value_serde;
 pub mod version;
