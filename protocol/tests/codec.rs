@@ -205,3 +205,29 @@ fn a_pre_encoded_update_frames_byte_identically_to_the_whole_message() {
     assert!(encode_service_update_frame(&sub, &payload, 16, &mut small).is_err());
     assert!(small.is_empty());
 }
+
+#[test]
+fn a_pre_encoded_update_is_depth_checked_as_it_sits_inside_the_envelope() {
+    use baton_protocol::encode_update_payload;
+    // The root of the update is at depth 1 of the envelope: 63 more levels fit, 64 do not.
+    let nested = |levels: usize| {
+        let mut v = Value::Null;
+        for _ in 0..levels {
+            v = Value::Array(vec![v]);
+        }
+        v
+    };
+    assert!(encode_update_payload(&nested(63), u32::MAX).is_ok());
+    let err = encode_update_payload(&nested(64), u32::MAX).unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("CBOR nesting depth exceeds configured limit of 63"),
+        "{err}"
+    );
+    // The same value inside a whole message is refused at the envelope's limit too.
+    let msg = ServerMessage::ServiceUpdate(baton_protocol::ServiceUpdate {
+        subscription_id: Id::new("s").unwrap(),
+        update: nested(64),
+    });
+    assert!(encode_frame(&msg, u32::MAX).is_err());
+}

@@ -1,0 +1,398 @@
+//! One connection: the sans-IO [`state::ConnState`] behind a mutex, a reader (this task) and
+//! a writer task.
+//!
+//! * The reader decodes frames, feeds the state, starts the host attach and the request
+//!   tasks, and arms the handshake timer. It stops reading while the handshake is pending
+//!   (what arrived with the hello is queued in order), so a peer cannot queue unbounded
+//!   input behind a slow host.
+//! * The writer takes frames from the state in order and writes them; it is woken by a
+//!   [`Notify`]. When the state is closing it flushes what is queued (bounded by the
+//!   graceful-close timeout) and shuts the stream down.
+//! * Requests run in their own tracked tasks; their results go back into the state.
+//!
+//! No lock is held across an `.await`: every state access is one synchronous
+//! [`ConnShared::with`].
+
+pub(crate) mod outbound;
+pub(crate) mod state;
+
+use std::sync::{Arc, Mutex};
+
+use baton_protocol::codec::ClientMessageDecoder;
+use baton_protocol::{Target, WireError};
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, WriteHalf};
+use tokio::sync::{Notify, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::context::{Context, Peer};
+use crate::error::ServiceError;
+use crate::host::{ServerHost, ServiceAttachment};
+use crate::listen::Stream;
+use crate::publish::Publisher;
+use crate::router::lock;
+use crate::server::ServerShared;
+use crate::tasks::spawn;
+
+use self::state::{ConnState, Dispatch, Step};
+
+/// Bytes read from the socket at a time.
+const READ_CHUNK: usize = 64 * 1024;
+/// Frames are gathered into writes of about this size.
+const WRITE_BATCH: usize = 64 * 1024;
+
+/// The state of one connection, shared by its reader, writer, request tasks and publishers.
+#[derive(Debug)]
+pub(crate) struct ConnShared {
+    state: Mutex<ConnState>,
+    wake: Notify,
+    closing: CancellationToken,
+}
+
+impl ConnShared {
+    pub(crate) fn new(state: ConnState) -> Self {
+        Self {
+            state: Mutex::new(state),
+            wake: Notify::new(),
+            closing: CancellationToken::new(),
+        }
+    }
+
+    /// Runs `f` on the state, then wakes the writer and the reader as needed.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut ConnState) -> R) -> R {
+        let mut state = lock(&self.state);
+        let r = f(&mut state);
+        let wake = state.take_wake();
+        let closing = state.closing().is_some();
+        drop(state);
+        if wake {
+            self.wake.notify_one();
+        }
+        if closing {
+            self.closing.cancel();
+        }
+        r
+    }
+}
+
+/// Serves one accepted, authenticated stream until it closes.
+pub(crate) async fn serve<H: ServerHost>(
+    server: Arc<ServerShared<H>>,
+    stream: Stream,
+    peer: Arc<Peer>,
+    reject: Option<WireError>,
+) {
+    let span = tracing::info_span!(
+        "connection",
+        id = %peer.connection_id,
+        peer = %peer.identity,
+        transport = %peer.transport,
+    );
+    run(server, stream, peer, reject).instrument(span).await;
+}
+
+async fn run<H: ServerHost>(
+    server: Arc<ServerShared<H>>,
+    stream: Stream,
+    peer: Arc<Peer>,
+    reject: Option<WireError>,
+) {
+    tracing::debug!("connection accepted");
+    let conn_id = peer.connection_id;
+    let now = tokio::time::Instant::now().into_std();
+    let shared = Arc::new(ConnShared::new(ConnState::new(
+        now,
+        server.config.handshake_timeout,
+        server.config.server_id.clone(),
+        server.limits,
+    )));
+    server.register_connection(conn_id, &shared);
+    let (mut reader, writer) = tokio::io::split(stream);
+
+    let kill = CancellationToken::new();
+    let writer_done = CancellationToken::new();
+    {
+        let shared = Arc::clone(&shared);
+        let kill = kill.clone();
+        let done = writer_done.clone();
+        spawn(&server.conn_tasks, async move {
+            write_loop(&shared, writer, &kill).await;
+            done.cancel();
+        });
+    }
+
+    if let Some(e) = reject {
+        shared.with(|s| s.reject(e));
+    }
+
+    let presentation =
+        server
+            .router
+            .register_client(conn_id, Arc::downgrade(&shared), Arc::clone(&peer));
+    let conn_cancel = CancellationToken::new();
+    let mut services: Option<Arc<H::Services>> = None;
+    let mut attaching: Option<oneshot::Receiver<Result<H::Services, ServiceError>>> = None;
+    let mut decoder = ClientMessageDecoder::new(server.config.max_frame_length);
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+
+    loop {
+        let deadline = shared.with(|s| s.deadline());
+        let reading = attaching.is_none();
+        tokio::select! {
+            biased;
+            () = shared.closing.cancelled() => break,
+            r = async { attaching.as_mut().expect("guarded by is_some").await }, if attaching.is_some() => {
+                attaching = None;
+                match r {
+                    Ok(Ok(s)) => {
+                        let s = Arc::new(s);
+                        services = Some(Arc::clone(&s));
+                        let dispatches = shared.with(|st| st.handshake_complete());
+                        tracing::debug!("handshake complete");
+                        for d in dispatches {
+                            spawn_request(&server, &shared, &peer, &s, d);
+                        }
+                    }
+                    Ok(Err(e)) => shared.with(|st| st.handshake_failed(&e)),
+                    Err(_) => shared.with(|st| st.handshake_failed(&ServiceError::internal("client attach task ended"))),
+                }
+            }
+            () = sleep_until(deadline), if deadline.is_some() => {
+                let now = tokio::time::Instant::now().into_std();
+                shared.with(|s| s.handle_timeout(now));
+            }
+            r = reader.read_buf(&mut buf), if reading => match r {
+                Ok(0) => {
+                    if let Err(error) = decoder.end() {
+                        tracing::debug!(%error, "peer closed mid-frame");
+                    } else {
+                        tracing::debug!("peer closed the connection");
+                    }
+                    shared.with(ConnState::abort);
+                    break;
+                }
+                Ok(_) => {
+                    let pushed = decoder.push(&buf);
+                    buf.clear();
+                    match pushed {
+                        Ok(messages) => {
+                            for m in messages {
+                                match shared.with(|s| s.handle_message(m)) {
+                                    Step::Nothing => {}
+                                    Step::Attach => {
+                                        attaching = Some(start_attach(&server, &presentation, &peer, &conn_cancel));
+                                    }
+                                    Step::Dispatch(d) => {
+                                        if let Some(s) = &services {
+                                            spawn_request(&server, &shared, &peer, s, *d);
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        Err(e) => shared.with(|s| s.handle_decode_error(&e)),
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "read failed");
+                    shared.with(ConnState::abort);
+                    break;
+                }
+            },
+        }
+    }
+
+    // Teardown: cancel what the connection started, let the writer flush, release.
+    conn_cancel.cancel();
+    drop(reader);
+    if tokio::time::timeout(
+        server.config.graceful_close_timeout,
+        writer_done.cancelled(),
+    )
+    .await
+    .is_err()
+    {
+        tracing::debug!("close flush timed out; dropping the connection");
+        kill.cancel();
+        writer_done.cancelled().await;
+    }
+    shared.with(ConnState::abort);
+    server.router.disconnect(conn_id).await;
+    if let Some(mut rx) = attaching {
+        rx.close();
+        if let Ok(Ok(s)) = rx.try_recv() {
+            services = Some(Arc::new(s));
+        }
+    }
+    if let Some(s) = services {
+        let ctx = Context::new(CancellationToken::new(), Some(Arc::clone(&peer)));
+        if let Err(e) = s.release(ctx).await {
+            tracing::warn!(error = ?e, "releasing server services failed");
+        }
+    }
+    server.unregister_connection(conn_id);
+    tracing::debug!("connection closed");
+}
+
+async fn sleep_until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Starts the host's `attach_client` in its own task, so the handshake timer keeps running
+/// while the host works.
+fn start_attach<H: ServerHost>(
+    server: &Arc<ServerShared<H>>,
+    presentation: &crate::router::Presentation,
+    peer: &Arc<Peer>,
+    conn_cancel: &CancellationToken,
+) -> oneshot::Receiver<Result<H::Services, ServiceError>> {
+    let (tx, rx) = oneshot::channel();
+    let host = Arc::clone(&server.host);
+    let presentation = presentation.clone();
+    let ctx = Context::new(conn_cancel.child_token(), Some(Arc::clone(peer)));
+    spawn(&server.conn_tasks, async move {
+        let result = host.attach_client(presentation, ctx.clone()).await;
+        if let Err(Ok(services)) = tx.send(result) {
+            // The connection ended first (e.g. the handshake timed out): release at once.
+            if let Err(e) = services.release(ctx).await {
+                tracing::warn!(error = ?e, "releasing services of a closed connection failed");
+            }
+        }
+    });
+    rx
+}
+
+fn spawn_request<H: ServerHost>(
+    server: &Arc<ServerShared<H>>,
+    shared: &Arc<ConnShared>,
+    peer: &Arc<Peer>,
+    services: &Arc<H::Services>,
+    d: Dispatch,
+) {
+    let span = tracing::info_span!(
+        "request",
+        id = %d.id,
+        service = %d.call.service_id,
+        member = %d.call.member,
+    );
+    let router = Arc::clone(&server.router);
+    let hard_stop = server.hard_stop.clone();
+    let shared = Arc::clone(shared);
+    let services = Arc::clone(services);
+    let peer = Arc::clone(peer);
+    spawn(
+        &server.requests,
+        async move {
+            let Dispatch {
+                id,
+                target,
+                call,
+                cancel,
+            } = d;
+            let conn_id = peer.connection_id;
+            let ctx = Context::new(cancel, Some(peer));
+            let publisher = Publisher::new(Arc::downgrade(&shared));
+            let work = async {
+                match &target {
+                    Target::Server(_) => services.invoke_service(call, publisher, ctx).await,
+                    Target::Session(t) => router.execute(conn_id, t, call, publisher, ctx).await,
+                }
+            };
+            let result = tokio::select! {
+                r = work => r,
+                () = hard_stop.cancelled() => {
+                    tracing::debug!("abandoned at the drain deadline");
+                    Err(ServiceError::server_draining())
+                }
+            };
+            shared.with(|s| s.finish_request(&id, result));
+        }
+        .instrument(span),
+    );
+}
+
+enum Next {
+    /// Several small frames gathered into one write.
+    Batch(BytesMut),
+    /// One large frame, written as is (no copy).
+    Frame(Bytes),
+    Done,
+    Wait,
+}
+
+async fn write_loop<W: AsyncRead + AsyncWrite>(
+    shared: &ConnShared,
+    mut writer: WriteHalf<W>,
+    kill: &CancellationToken,
+) {
+    let mut batch = BytesMut::new();
+    loop {
+        let next = shared.with(|s| {
+            while batch.len() < WRITE_BATCH {
+                let Some(frame) = s.poll_transmit() else {
+                    break;
+                };
+                if batch.is_empty() && frame.len() >= WRITE_BATCH {
+                    return Next::Frame(frame);
+                }
+                batch.extend_from_slice(&frame);
+            }
+            if !batch.is_empty() {
+                Next::Batch(std::mem::take(&mut batch))
+            } else if s.is_finished() {
+                Next::Done
+            } else {
+                Next::Wait
+            }
+        });
+        let written = match next {
+            Next::Batch(bytes) => {
+                let r = write(&mut writer, &bytes, kill).await;
+                batch = bytes;
+                batch.clear();
+                r
+            }
+            Next::Frame(frame) => write(&mut writer, &frame, kill).await,
+            Next::Done => break,
+            Next::Wait => {
+                tokio::select! {
+                    () = shared.wake.notified() => {}
+                    () = kill.cancelled() => return,
+                }
+                continue;
+            }
+        };
+        match written {
+            Some(Ok(len)) => shared.with(|s| s.transmitted(len)),
+            Some(Err(error)) => {
+                tracing::debug!(%error, "write failed");
+                shared.with(ConnState::abort);
+                return;
+            }
+            None => return,
+        }
+    }
+    let graceful = shared.with(|s| s.closing() == Some(state::Closing::Flush));
+    if graceful {
+        tokio::select! {
+            _ = writer.shutdown() => {}
+            () = kill.cancelled() => {}
+        }
+    }
+}
+
+/// Writes `bytes` unless the connection is killed first (`None`).
+async fn write<W: AsyncWrite>(
+    writer: &mut WriteHalf<W>,
+    bytes: &[u8],
+    kill: &CancellationToken,
+) -> Option<std::io::Result<usize>> {
+    tokio::select! {
+        r = writer.write_all(bytes) => Some(r.map(|()| bytes.len())),
+        () = kill.cancelled() => None,
+    }
+}

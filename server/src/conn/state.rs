@@ -1,0 +1,1019 @@
+//! The sans-IO core of one connection: handshake stage, active requests, subscriptions with
+//! their encoders, and the outbound queue.
+//!
+//! It owns no socket, task, lock or clock. The driver feeds it decoded messages
+//! ([`ConnState::handle_message`]), request completions ([`ConnState::finish_request`]),
+//! publishes ([`ConnState::publish`]) and timer expiries ([`ConnState::handle_timeout`]), and
+//! drains frames with [`ConnState::poll_transmit`]. After any call, check
+//! [`ConnState::take_wake`] (the writer has work) and [`ConnState::closing`].
+//!
+//! Request handling follows the upstream order exactly (`docs/protocol.md`, server
+//! semantics): duplicate active id, invalid service call, then this crate's `busy` limit,
+//! registration, control-call decoding, wrong server, then `server_draining` while draining,
+//! duplicate subscription (and the subscription limit), dispatch.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use baton_protocol::codec::encode_frame;
+use baton_protocol::handshake::{ServerHandshake, ServerStep};
+use baton_protocol::{
+    Cancel, ClientMessage, DecodeError, Id, Outcome, Request, Response, ServerId, ServerMessage,
+    SessionTarget, Target, Value, WireError,
+};
+use bytes::Bytes;
+use tokio_util::sync::CancellationToken;
+
+use crate::chord::{
+    ControlCall, ServiceCall, SharedUpdate, SubscriptionEncoder, SubscriptionSnapshot, covered_by,
+    parse_snapshot, reset,
+};
+use crate::conn::outbound::Outbound;
+use crate::error::ServiceError;
+
+/// Per-connection limits, copied from the server configuration.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConnLimits {
+    pub(crate) max_frame_length: u32,
+    pub(crate) max_pending_bytes: usize,
+    pub(crate) max_active_requests: usize,
+    pub(crate) max_subscriptions: usize,
+    pub(crate) subscriber_queue_length: usize,
+}
+
+/// What a request is, for post-processing its result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RequestKind {
+    Call,
+    Subscribe(Id),
+    Unsubscribe(Id),
+}
+
+#[derive(Debug)]
+struct Active {
+    target: Target,
+    kind: RequestKind,
+    cancel: CancellationToken,
+}
+
+#[derive(Debug)]
+enum Buffered {
+    Update(SharedUpdate),
+    Reset(SubscriptionSnapshot),
+}
+
+#[derive(Debug)]
+enum Subscription {
+    /// Subscribe in flight: updates wait here until the response is queued.
+    Opening {
+        request: Id,
+        buffer: VecDeque<Buffered>,
+    },
+    /// Response queued: updates are encoded and queued as they are published.
+    Open { encoder: SubscriptionEncoder },
+}
+
+/// A request the driver must run against the host.
+#[derive(Debug)]
+pub(crate) struct Dispatch {
+    pub(crate) id: Id,
+    pub(crate) target: Target,
+    pub(crate) call: ServiceCall,
+    pub(crate) cancel: CancellationToken,
+}
+
+/// What the driver must do after [`ConnState::handle_message`].
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// Nothing (an immediate response may have been queued).
+    Nothing,
+    /// A valid hello: attach the client at the host, then call
+    /// [`ConnState::handshake_complete`] or [`ConnState::handshake_failed`].
+    Attach,
+    /// Run this request.
+    Dispatch(Box<Dispatch>),
+}
+
+/// How the connection is ending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Closing {
+    /// Write what is queued (ending with any final frame), then close.
+    Flush,
+    /// Close now; queued frames are dropped.
+    Abort,
+}
+
+/// What became of a publish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Published {
+    /// Queued for the subscriber (or buffered until its subscribe response goes out).
+    Queued,
+    /// The subscriber was behind: its backlog was replaced by one `reset` update.
+    Reset,
+    /// No such subscription on this connection (never subscribed, or unsubscribed).
+    Dropped,
+    /// The connection is closed; the host should forget this subscriber.
+    Closed,
+}
+
+/// The state of one connection.
+#[derive(Debug)]
+pub(crate) struct ConnState {
+    server_id: ServerId,
+    limits: ConnLimits,
+    handshake: ServerHandshake,
+    queued: VecDeque<ClientMessage>,
+    active: HashMap<Id, Active>,
+    subscriptions: HashMap<Id, Subscription>,
+    out: Outbound,
+    draining: bool,
+    closing: Option<Closing>,
+    wake: bool,
+}
+
+fn error(code: &str, message: impl Into<String>) -> WireError {
+    WireError::new(code, message)
+}
+
+impl ConnState {
+    pub(crate) fn new(
+        now: Instant,
+        handshake_timeout: Duration,
+        server_id: ServerId,
+        limits: ConnLimits,
+    ) -> Self {
+        Self {
+            server_id,
+            limits,
+            handshake: ServerHandshake::new(now, handshake_timeout),
+            queued: VecDeque::new(),
+            active: HashMap::new(),
+            subscriptions: HashMap::new(),
+            out: Outbound::default(),
+            draining: false,
+            closing: None,
+            wake: false,
+        }
+    }
+
+    // ---- inputs -------------------------------------------------------------------------
+
+    /// Feeds one decoded client message.
+    pub(crate) fn handle_message(&mut self, msg: ClientMessage) -> Step {
+        if self.closing.is_some() {
+            return Step::Nothing;
+        }
+        match self.handshake.handle_message(&msg) {
+            ServerStep::Accept => Step::Attach,
+            ServerStep::Queue => {
+                self.queued.push_back(msg);
+                Step::Nothing
+            }
+            ServerStep::Process => match msg {
+                ClientMessage::Request(r) => self.handle_request(r),
+                ClientMessage::Cancel(c) => {
+                    self.handle_cancel(&c);
+                    Step::Nothing
+                }
+                // The handshake machine fails a late hello; nothing else reaches here.
+                ClientMessage::Hello { .. } => Step::Nothing,
+            },
+            ServerStep::Fail(e) => {
+                self.fail(e);
+                Step::Nothing
+            }
+        }
+    }
+
+    /// The inbound byte stream broke the framing or message rules.
+    pub(crate) fn handle_decode_error(&mut self, e: &DecodeError) {
+        tracing::debug!(error = %e, "peer sent an invalid frame");
+        self.fail(error("invalid_request", e.to_string()));
+    }
+
+    /// The host accepted the client: queue the server hello, then process what arrived
+    /// during the handshake. Returns the requests to run, in order.
+    pub(crate) fn handshake_complete(&mut self) -> Vec<Dispatch> {
+        if self.closing.is_some() {
+            return Vec::new();
+        }
+        let hello = ServerMessage::Hello {
+            server_id: self.server_id.clone(),
+        };
+        self.push_message(&hello);
+        self.handshake.complete();
+        let mut dispatches = Vec::new();
+        while let Some(msg) = self.queued.pop_front() {
+            if let Step::Dispatch(d) = self.handle_message(msg) {
+                dispatches.push(*d);
+            }
+        }
+        dispatches
+    }
+
+    /// Refuses the connection (e.g. over the connection limit): `error` is the only frame.
+    pub(crate) fn reject(&mut self, error: WireError) {
+        self.fail(error);
+    }
+
+    /// The host refused to attach the client.
+    pub(crate) fn handshake_failed(&mut self, e: &ServiceError) {
+        if let ServiceError::Internal(source) = e {
+            tracing::warn!(error = %source, "host failed to attach client");
+        }
+        self.fail(e.to_wire());
+    }
+
+    /// When the handshake times out, if it is pending.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        if self.closing.is_some() {
+            return None;
+        }
+        self.handshake.deadline()
+    }
+
+    /// Checks the handshake deadline.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        if self.closing.is_some() {
+            return;
+        }
+        if let Some(e) = self.handshake.handle_timeout(now) {
+            tracing::debug!("handshake timed out");
+            self.fail(e);
+        }
+    }
+
+    /// A request finished at the host.
+    pub(crate) fn finish_request(&mut self, id: &Id, result: Result<Option<Value>, ServiceError>) {
+        let Some(active) = self.active.remove(id) else {
+            return;
+        };
+        if self.closing.is_some() {
+            return;
+        }
+        let cancelled = active.cancel.is_cancelled();
+        let value = match result {
+            Ok(value) => value,
+            Err(e) => {
+                if let RequestKind::Subscribe(sid) = &active.kind {
+                    self.remove_opening(sid, id);
+                }
+                let wire = if cancelled {
+                    error("cancelled", "RPC request cancelled")
+                } else {
+                    if let ServiceError::Internal(source) = &e {
+                        tracing::warn!(error = %source, "service call failed");
+                    }
+                    e.to_wire()
+                };
+                self.respond(id, Outcome::Error(wire));
+                return;
+            }
+        };
+        match active.kind {
+            RequestKind::Call => {
+                self.respond(id, value.map_or(Outcome::Void, Outcome::Value));
+            }
+            RequestKind::Unsubscribe(sid) => {
+                self.subscriptions.remove(&sid);
+                self.out.remove_subscription(&sid);
+                self.respond(id, value.map_or(Outcome::Void, Outcome::Value));
+            }
+            RequestKind::Subscribe(sid) => self.finish_subscribe(id, &sid, value),
+        }
+    }
+
+    fn finish_subscribe(&mut self, id: &Id, sid: &Id, value: Option<Value>) {
+        let Some(value) = value else {
+            self.remove_opening(sid, id);
+            self.respond(
+                id,
+                Outcome::Error(error(
+                    "invalid_request",
+                    "Service subscription did not return a snapshot",
+                )),
+            );
+            return;
+        };
+        let mut encoder = SubscriptionEncoder::default();
+        let encoded = parse_snapshot(&value).and_then(|snapshot| {
+            encoder
+                .encode_snapshot(&snapshot)
+                .map(|wire| (snapshot, wire))
+        });
+        let (snapshot, wire) = match encoded {
+            Ok(x) => x,
+            Err(reason) => {
+                tracing::warn!(%reason, subscription = %sid, "host returned an invalid subscription snapshot");
+                self.remove_opening(sid, id);
+                self.respond(id, Outcome::Error(ServiceError::internal(reason).to_wire()));
+                return;
+            }
+        };
+        if !self.respond(id, Outcome::Value(wire)) {
+            self.remove_opening(sid, id);
+            return;
+        }
+        let buffer = match self.subscriptions.get(sid) {
+            Some(Subscription::Opening { request, .. }) if request == id => {
+                match self
+                    .subscriptions
+                    .insert(sid.clone(), Subscription::Open { encoder })
+                {
+                    Some(Subscription::Opening { buffer, .. }) => buffer,
+                    _ => VecDeque::new(),
+                }
+            }
+            // Unsubscribed while the subscribe was in flight: nothing to install.
+            _ => return,
+        };
+        // Updates published while the subscribe was in flight follow its response.
+        for item in buffer {
+            let outcome = match item {
+                Buffered::Update(u) if covered_by(u.update(), &snapshot) => continue,
+                Buffered::Update(u) => self.enqueue_update(sid, &u, || None),
+                Buffered::Reset(s) => self.enqueue_reset(sid, s),
+            };
+            if outcome == Published::Closed {
+                return;
+            }
+        }
+    }
+
+    fn remove_opening(&mut self, sid: &Id, request_id: &Id) {
+        if matches!(self.subscriptions.get(sid), Some(Subscription::Opening { request, .. }) if request == request_id)
+        {
+            self.subscriptions.remove(sid);
+        }
+    }
+
+    /// A provider update for one of this connection's subscriptions. `snapshot` is called
+    /// only if the subscriber's backlog must be replaced by a `reset`.
+    pub(crate) fn publish(
+        &mut self,
+        subscription_id: &str,
+        update: &SharedUpdate,
+        snapshot: impl FnOnce() -> SubscriptionSnapshot,
+    ) -> Published {
+        if self.closing.is_some() {
+            return Published::Closed;
+        }
+        let queue_length = self.limits.subscriber_queue_length;
+        let Some((sid, sub)) = self.subscriptions.get_key_value(subscription_id) else {
+            return Published::Dropped;
+        };
+        let sid = sid.clone();
+        match sub {
+            Subscription::Opening { .. } => {
+                let Some(Subscription::Opening { buffer, .. }) = self.subscriptions.get_mut(&sid)
+                else {
+                    return Published::Dropped;
+                };
+                if buffer.len() >= queue_length {
+                    buffer.clear();
+                    buffer.push_back(Buffered::Reset(snapshot()));
+                    Published::Reset
+                } else {
+                    buffer.push_back(Buffered::Update(update.clone()));
+                    Published::Queued
+                }
+            }
+            Subscription::Open { .. } => {
+                if self.out.subscription_len(&sid) >= queue_length {
+                    return self.enqueue_reset(&sid, snapshot());
+                }
+                self.enqueue_update(&sid, update, || Some(snapshot()))
+            }
+        }
+    }
+
+    /// Queues an attachment route change.
+    pub(crate) fn push_attachment(&mut self, attachment: Option<SessionTarget>) {
+        if self.closing.is_none() {
+            self.push_message(&ServerMessage::Attachment(attachment));
+        }
+    }
+
+    /// Stop admitting requests: new ones are answered `server_draining`.
+    pub(crate) fn set_draining(&mut self) {
+        self.draining = true;
+    }
+
+    /// Close after writing what is queued.
+    pub(crate) fn finish(&mut self) {
+        if self.closing.is_none() {
+            self.begin_closing(Closing::Flush);
+        }
+    }
+
+    /// The transport closed or failed: drop everything.
+    pub(crate) fn abort(&mut self) {
+        if self.closing != Some(Closing::Abort) {
+            self.begin_closing(Closing::Abort);
+        }
+    }
+
+    // ---- outputs ------------------------------------------------------------------------
+
+    /// The next frame to write.
+    pub(crate) fn poll_transmit(&mut self) -> Option<Bytes> {
+        if self.closing == Some(Closing::Abort) {
+            return None;
+        }
+        self.out.pop()
+    }
+
+    /// A frame from [`Self::poll_transmit`] was written.
+    pub(crate) fn transmitted(&mut self, len: usize) {
+        self.out.written(len);
+    }
+
+    /// True once the writer has nothing left to do.
+    pub(crate) fn is_finished(&self) -> bool {
+        match self.closing {
+            None => false,
+            Some(Closing::Abort) => true,
+            Some(Closing::Flush) => self.out.is_empty(),
+        }
+    }
+
+    /// How the connection is ending, if it is.
+    pub(crate) fn closing(&self) -> Option<Closing> {
+        self.closing
+    }
+
+    /// True if the writer should look for work; clears the flag.
+    pub(crate) fn take_wake(&mut self) -> bool {
+        std::mem::take(&mut self.wake)
+    }
+
+    /// Requests in flight.
+    #[cfg(test)]
+    pub(crate) fn active_requests(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Outbound bytes queued or being written.
+    #[cfg(test)]
+    pub(crate) fn pending_bytes(&self) -> usize {
+        self.out.pending_bytes()
+    }
+
+    // ---- internals ----------------------------------------------------------------------
+
+    fn handle_request(&mut self, r: Request) -> Step {
+        //= docs/server.md#request-handling
+        //# 1. duplicate active id
+        if self.active.contains_key(&r.id) {
+            tracing::debug!(request = %r.id, "duplicate active request id");
+            self.respond(
+                &r.id,
+                Outcome::Error(error("invalid_request", "Request ID is already active")),
+            );
+            return Step::Nothing;
+        }
+        //# 2. invalid service call
+        let Ok(call) = ServiceCall::parse(&r.call) else {
+            tracing::debug!(request = %r.id, "invalid service call");
+            self.respond(
+                &r.id,
+                Outcome::Error(error("invalid_request", "Invalid service call")),
+            );
+            return Step::Nothing;
+        };
+        // Ours: the active-request limit; the connection stays open.
+        if self.active.len() >= self.limits.max_active_requests {
+            tracing::debug!(request = %r.id, "active request limit reached");
+            self.respond(
+                &r.id,
+                Outcome::Error(error(
+                    "busy",
+                    format!(
+                        "Too many active requests on this connection (limit {})",
+                        self.limits.max_active_requests
+                    ),
+                )),
+            );
+            return Step::Nothing;
+        }
+        //# 4. decode control call; 5. wrong server
+        let control = ControlCall::decode(&call);
+        if r.target.server_id() != &self.server_id {
+            self.respond(
+                &r.id,
+                Outcome::Error(error(
+                    "wrong_server",
+                    "Request was addressed to another server",
+                )),
+            );
+            return Step::Nothing;
+        }
+        if self.draining {
+            self.respond(
+                &r.id,
+                Outcome::Error(ServiceError::server_draining().to_wire()),
+            );
+            return Step::Nothing;
+        }
+        //# 6. duplicate subscription
+        let kind = match control {
+            Some(ControlCall::Subscribe {
+                subscription_id, ..
+            }) => {
+                let Ok(sid) = Id::new(subscription_id) else {
+                    // `ControlCall::decode` only yields non-empty ids.
+                    self.respond(
+                        &r.id,
+                        Outcome::Error(error("invalid_request", "Invalid service call")),
+                    );
+                    return Step::Nothing;
+                };
+                if self.subscriptions.contains_key(&sid) {
+                    self.respond(
+                        &r.id,
+                        Outcome::Error(error(
+                            "invalid_request",
+                            format!("Duplicate service subscription {sid}"),
+                        )),
+                    );
+                    return Step::Nothing;
+                }
+                if self.subscriptions.len() >= self.limits.max_subscriptions {
+                    self.respond(
+                        &r.id,
+                        Outcome::Error(error(
+                            "busy",
+                            format!(
+                                "Too many subscriptions on this connection (limit {})",
+                                self.limits.max_subscriptions
+                            ),
+                        )),
+                    );
+                    return Step::Nothing;
+                }
+                self.subscriptions.insert(
+                    sid.clone(),
+                    Subscription::Opening {
+                        request: r.id.clone(),
+                        buffer: VecDeque::new(),
+                    },
+                );
+                RequestKind::Subscribe(sid)
+            }
+            Some(ControlCall::Unsubscribe { subscription_id }) => match Id::new(subscription_id) {
+                Ok(sid) => RequestKind::Unsubscribe(sid),
+                Err(_) => RequestKind::Call,
+            },
+            Some(ControlCall::Catalogue) | None => RequestKind::Call,
+        };
+        //# 3. register; 7. dispatch
+        let cancel = CancellationToken::new();
+        self.active.insert(
+            r.id.clone(),
+            Active {
+                target: r.target.clone(),
+                kind,
+                cancel: cancel.clone(),
+            },
+        );
+        Step::Dispatch(Box::new(Dispatch {
+            id: r.id,
+            target: r.target,
+            call,
+            cancel,
+        }))
+    }
+
+    fn handle_cancel(&mut self, c: &Cancel) {
+        //= docs/server.md#cancel
+        //# Same id and same target, else ignored; a cancel is never answered.
+        if c.target.server_id() != &self.server_id {
+            return;
+        }
+        if let Some(active) = self.active.get(&c.id)
+            && active.target == c.target
+        {
+            active.cancel.cancel();
+        }
+    }
+
+    fn enqueue_update(
+        &mut self,
+        sid: &Id,
+        update: &SharedUpdate,
+        snapshot: impl FnOnce() -> Option<SubscriptionSnapshot>,
+    ) -> Published {
+        let Some(Subscription::Open { encoder }) = self.subscriptions.get_mut(sid) else {
+            return Published::Dropped;
+        };
+        let frame = encoder.encode_frame(sid, update, self.limits.max_frame_length);
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(reason) => {
+                tracing::warn!(subscription = %sid, %reason, "cannot encode service update; closing connection");
+                self.abort();
+                return Published::Closed;
+            }
+        };
+        if self.out.pending_bytes() + frame.len() > self.limits.max_pending_bytes {
+            return match snapshot() {
+                Some(s) => self.enqueue_reset(sid, s),
+                None => self.overflow(),
+            };
+        }
+        self.out.push_update(sid, frame);
+        self.wake = true;
+        Published::Queued
+    }
+
+    fn enqueue_reset(&mut self, sid: &Id, snapshot: SubscriptionSnapshot) -> Published {
+        let Some(Subscription::Open { encoder }) = self.subscriptions.get_mut(sid) else {
+            return Published::Dropped;
+        };
+        let frame = encoder.encode_single(sid, &reset(snapshot), self.limits.max_frame_length);
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(reason) => {
+                tracing::warn!(subscription = %sid, %reason, "cannot encode reset; closing connection");
+                self.abort();
+                return Published::Closed;
+            }
+        };
+        let replaced = self.out.subscription_bytes(sid);
+        if self.out.pending_bytes() - replaced + frame.len() > self.limits.max_pending_bytes {
+            return self.overflow();
+        }
+        tracing::debug!(subscription = %sid, "subscriber fell behind; backlog replaced by reset");
+        self.out.replace_subscription(sid, frame);
+        self.wake = true;
+        Published::Reset
+    }
+
+    fn overflow(&mut self) -> Published {
+        tracing::info!(
+            limit = self.limits.max_pending_bytes,
+            "outbound pending byte limit exceeded; closing connection"
+        );
+        self.abort();
+        Published::Closed
+    }
+
+    /// Queues a response. Returns false if it could not be queued.
+    fn respond(&mut self, id: &Id, outcome: Outcome) -> bool {
+        let msg = ServerMessage::Response(Response {
+            id: id.clone(),
+            outcome,
+        });
+        match encode_frame(&msg, self.limits.max_frame_length) {
+            Ok(frame) => self.push_frame(frame),
+            Err(e) => {
+                // Upstream: the encode failure is a ProtocolValidationError, answered as such.
+                tracing::warn!(request = %id, error = %e, "cannot encode response");
+                let msg = ServerMessage::Response(Response {
+                    id: id.clone(),
+                    outcome: Outcome::Error(error("invalid_request", e.to_string())),
+                });
+                match encode_frame(&msg, self.limits.max_frame_length) {
+                    Ok(frame) => {
+                        self.push_frame(frame);
+                    }
+                    Err(_) => self.abort(),
+                }
+                false
+            }
+        }
+    }
+
+    fn push_message(&mut self, msg: &ServerMessage) -> bool {
+        match encode_frame(msg, self.limits.max_frame_length) {
+            Ok(frame) => self.push_frame(frame),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot encode server message; closing connection");
+                self.abort();
+                false
+            }
+        }
+    }
+
+    fn push_frame(&mut self, frame: Bytes) -> bool {
+        if self.closing.is_some() {
+            return false;
+        }
+        if self.out.pending_bytes() + frame.len() > self.limits.max_pending_bytes {
+            self.overflow();
+            return false;
+        }
+        self.out.push(frame);
+        self.wake = true;
+        true
+    }
+
+    /// Fatal protocol error: `hello_error` is the last frame, behind what is queued.
+    fn fail(&mut self, e: WireError) {
+        if self.closing.is_some() {
+            return;
+        }
+        tracing::debug!(code = %e.code, message = %e.message, "closing connection with hello_error");
+        match encode_frame(&ServerMessage::HelloError(e), self.limits.max_frame_length) {
+            // The final frame is exempt from the pending-byte limit: it is small and last.
+            Ok(frame) => {
+                self.out.push(frame);
+                self.wake = true;
+            }
+            Err(_) => self.closing = Some(Closing::Abort),
+        }
+        self.begin_closing(Closing::Flush);
+    }
+
+    fn begin_closing(&mut self, how: Closing) {
+        self.handshake.close();
+        if self.closing != Some(Closing::Abort) {
+            self.closing = Some(how);
+        }
+        if how == Closing::Abort {
+            self.out.clear();
+        }
+        for active in self.active.values() {
+            active.cancel.cancel();
+        }
+        self.subscriptions.clear();
+        self.queued.clear();
+        self.wake = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use baton_protocol::chord::{
+        InstanceSnapshot, MemberSnapshot, Op, ProviderUpdate, ServiceMode,
+    };
+    use baton_protocol::{Map, decode_payload};
+
+    use super::*;
+
+    const SERVER: &str = "00000000-0000-4000-8000-000000000001";
+
+    fn limits() -> ConnLimits {
+        ConnLimits {
+            max_frame_length: 1 << 20,
+            max_pending_bytes: 4 << 20,
+            max_active_requests: 2,
+            max_subscriptions: 4,
+            subscriber_queue_length: 3,
+        }
+    }
+
+    fn ready(limits: ConnLimits) -> ConnState {
+        let mut s = ConnState::new(
+            tokio::time::Instant::now().into_std(),
+            Duration::from_secs(5),
+            ServerId::parse(SERVER).unwrap(),
+            limits,
+        );
+        assert!(matches!(
+            s.handle_message(ClientMessage::hello()),
+            Step::Attach
+        ));
+        assert!(s.handshake_complete().is_empty());
+        assert!(matches!(drain(&mut s)[..], [ServerMessage::Hello { .. }]));
+        s
+    }
+
+    fn drain(s: &mut ConnState) -> Vec<ServerMessage> {
+        let mut out = Vec::new();
+        while let Some(f) = s.poll_transmit() {
+            s.transmitted(f.len());
+            out.push(decode_payload::<ServerMessage>(&f[4..], u32::MAX).unwrap());
+        }
+        out
+    }
+
+    fn call(service: &str, member: &str, args: Vec<Value>) -> Value {
+        let mut m = Map::new();
+        m.insert("serviceId", Value::from(service));
+        m.insert("member", Value::from(member));
+        m.insert("args", Value::Array(args));
+        Value::Map(m)
+    }
+
+    fn request(id: &str, call: Value) -> ClientMessage {
+        ClientMessage::Request(Request {
+            id: Id::new(id).unwrap(),
+            target: Target::Server(ServerId::parse(SERVER).unwrap()),
+            call,
+        })
+    }
+
+    fn error_of(m: &ServerMessage) -> (&str, &str) {
+        match m {
+            ServerMessage::Response(Response {
+                outcome: Outcome::Error(e),
+                ..
+            }) => (e.code.as_str(), e.message.as_str()),
+            other => panic!("not an error response: {other:?}"),
+        }
+    }
+
+    fn snapshot(sequence: u64, value: i32) -> SubscriptionSnapshot {
+        let mut m = Map::new();
+        m.insert("value", Value::from(value));
+        SubscriptionSnapshot::new(
+            "svc",
+            ServiceMode::Singleton,
+            vec![InstanceSnapshot::new(
+                None,
+                vec![MemberSnapshot::state("state", sequence, Value::Map(m))],
+            )],
+        )
+    }
+
+    fn set(sequence: u64, value: i32) -> SharedUpdate {
+        SharedUpdate::new(ProviderUpdate::State {
+            instance: None,
+            member: "state".into(),
+            sequence,
+            ops: vec![Op::Set {
+                path: baton_protocol::chord::parse_path(&Value::Array(vec![Value::from("value")]))
+                    .unwrap(),
+                value: Value::from(value),
+            }],
+        })
+    }
+
+    #[test]
+    fn duplicate_id_is_checked_before_the_active_limit() {
+        let mut s = ready(limits());
+        let echo = || call("t", "echo", vec![]);
+        assert!(matches!(
+            s.handle_message(request("a", echo())),
+            Step::Dispatch(_)
+        ));
+        assert!(matches!(
+            s.handle_message(request("b", echo())),
+            Step::Dispatch(_)
+        ));
+        assert!(matches!(
+            s.handle_message(request("a", echo())),
+            Step::Nothing
+        ));
+        assert!(matches!(
+            s.handle_message(request("c", echo())),
+            Step::Nothing
+        ));
+        let out = drain(&mut s);
+        assert_eq!(
+            error_of(&out[0]),
+            ("invalid_request", "Request ID is already active")
+        );
+        assert_eq!(
+            error_of(&out[1]),
+            (
+                "busy",
+                "Too many active requests on this connection (limit 2)"
+            )
+        );
+        assert_eq!(s.active_requests(), 2);
+    }
+
+    #[test]
+    fn draining_refuses_after_the_wrong_server_check() {
+        let mut s = ready(limits());
+        s.set_draining();
+        let mut other = request("x", call("t", "echo", vec![]));
+        if let ClientMessage::Request(r) = &mut other {
+            r.target =
+                Target::Server(ServerId::parse("00000000-0000-4000-8000-000000000002").unwrap());
+        }
+        assert!(matches!(s.handle_message(other), Step::Nothing));
+        assert!(matches!(
+            s.handle_message(request("y", call("t", "echo", vec![]))),
+            Step::Nothing
+        ));
+        let out = drain(&mut s);
+        assert_eq!(error_of(&out[0]).0, "wrong_server");
+        assert_eq!(error_of(&out[1]), ("server_draining", "Server is draining"));
+    }
+
+    #[test]
+    fn updates_published_during_subscribe_follow_its_response_minus_covered_ones() {
+        let mut s = ready(limits());
+        let sub = call(
+            "$chord.service",
+            "subscribe",
+            vec![
+                Value::from("sub"),
+                Value::from("svc"),
+                Value::from("singleton"),
+            ],
+        );
+        let Step::Dispatch(d) = s.handle_message(request("r", sub)) else {
+            panic!("dispatch expected");
+        };
+        assert_eq!(
+            s.publish("sub", &set(1, 1), || snapshot(1, 1)),
+            Published::Queued
+        );
+        assert_eq!(
+            s.publish("sub", &set(2, 2), || snapshot(2, 2)),
+            Published::Queued
+        );
+        assert!(drain(&mut s).is_empty(), "nothing before the response");
+        s.finish_request(&d.id, Ok(Some(snapshot(1, 1).to_value())));
+        let out = drain(&mut s);
+        assert!(
+            matches!(&out[0], ServerMessage::Response(r) if matches!(r.outcome, Outcome::Value(_)))
+        );
+        assert_eq!(
+            out.len(),
+            2,
+            "the covered update (sequence 1) is dropped: {out:?}"
+        );
+        assert!(
+            matches!(&out[1], ServerMessage::ServiceUpdate(u) if u.update.to_json().contains("\"sequence\":2"))
+        );
+    }
+
+    #[test]
+    fn a_full_subscriber_queue_collapses_into_one_reset() {
+        let mut s = ready(limits());
+        let sub = call(
+            "$chord.service",
+            "subscribe",
+            vec![
+                Value::from("sub"),
+                Value::from("svc"),
+                Value::from("singleton"),
+            ],
+        );
+        let Step::Dispatch(d) = s.handle_message(request("r", sub)) else {
+            panic!("dispatch expected");
+        };
+        s.finish_request(&d.id, Ok(Some(snapshot(0, 0).to_value())));
+        assert_eq!(drain(&mut s).len(), 1);
+        for i in 1..=3 {
+            assert_eq!(
+                s.publish("sub", &set(i, i as i32), || snapshot(i, i as i32)),
+                Published::Queued
+            );
+        }
+        assert_eq!(
+            s.publish("sub", &set(4, 4), || snapshot(4, 4)),
+            Published::Reset
+        );
+        assert_eq!(
+            s.publish("sub", &set(5, 5), || snapshot(5, 5)),
+            Published::Queued
+        );
+        let out = drain(&mut s);
+        assert_eq!(out.len(), 2);
+        assert!(
+            matches!(&out[0], ServerMessage::ServiceUpdate(u) if u.update.to_json().starts_with("{\"type\":\"reset\""))
+        );
+        assert!(
+            matches!(&out[1], ServerMessage::ServiceUpdate(u) if u.update.to_json().contains("\"sequence\":5"))
+        );
+    }
+
+    #[test]
+    fn fatal_error_is_queued_behind_pending_output_and_is_last() {
+        let mut s = ready(limits());
+        let Step::Dispatch(d) = s.handle_message(request("r", call("t", "echo", vec![]))) else {
+            panic!("dispatch expected");
+        };
+        s.finish_request(&d.id, Ok(None));
+        s.handle_message(ClientMessage::hello());
+        assert_eq!(s.closing(), Some(Closing::Flush));
+        assert!(!s.is_finished());
+        let out = drain(&mut s);
+        assert!(matches!(&out[0], ServerMessage::Response(_)));
+        assert!(
+            matches!(&out[1], ServerMessage::HelloError(e) if e.message == "hello may only be sent as the first message")
+        );
+        assert!(s.is_finished());
+        assert_eq!(
+            s.publish("sub", &set(1, 1), || snapshot(1, 1)),
+            Published::Closed
+        );
+    }
+
+    #[test]
+    fn exceeding_the_pending_byte_limit_aborts() {
+        let mut l = limits();
+        l.max_pending_bytes = 200;
+        let mut s = ready(l);
+        for i in 0..2 {
+            let Step::Dispatch(d) =
+                s.handle_message(request(&format!("r{i}"), call("t", "echo", vec![])))
+            else {
+                panic!("dispatch expected");
+            };
+            s.finish_request(&d.id, Ok(Some(Value::from("x".repeat(120)))));
+        }
+        assert_eq!(s.closing(), Some(Closing::Abort));
+        assert!(s.is_finished());
+        assert_eq!(s.pending_bytes(), 0);
+    }
+}

@@ -1,0 +1,87 @@
+//! The handle a host uses to emit provider updates to one connection's subscribers.
+
+use std::fmt;
+use std::sync::Weak;
+
+use crate::chord::{ProviderUpdate, SharedUpdate, SubscriptionSnapshot};
+use crate::conn::ConnShared;
+
+pub use crate::conn::state::Published;
+
+/// Emits chord provider updates for subscriptions of one connection (upstream's
+/// `publish(subscriptionId, update)` callback).
+///
+/// Cheap to clone, `Send + Sync`, and **never blocks**: an update is encoded with the
+/// subscription's own state encoder and queued. Each subscriber has a bounded backlog
+/// ([`DEFAULT_SUBSCRIBER_QUEUE_LENGTH`](crate::DEFAULT_SUBSCRIBER_QUEUE_LENGTH) updates, and
+/// the connection's pending-byte budget); when an update does not fit, the whole backlog is
+/// replaced by one `reset` update carrying `snapshot()`, so memory stays bounded and the
+/// client converges on the current state.
+///
+/// Updates published while the subscribe call is still running are held and sent right
+/// after its response (state updates the snapshot already covers are dropped).
+#[derive(Clone)]
+pub struct Publisher {
+    conn: Weak<ConnShared>,
+}
+
+impl fmt::Debug for Publisher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Publisher")
+            .field("open", &(self.conn.strong_count() > 0))
+            .finish()
+    }
+}
+
+impl Publisher {
+    pub(crate) fn new(conn: Weak<ConnShared>) -> Self {
+        Self { conn }
+    }
+
+    /// A publisher attached to no connection: every publish reports
+    /// [`Published::Closed`]. For tests and for hosts that build calls by hand.
+    pub fn detached() -> Self {
+        Self { conn: Weak::new() }
+    }
+
+    /// Publishes `update` for `subscription_id`.
+    ///
+    /// `snapshot` must return the subscription's full current state, including the effect
+    /// of `update` (the state a fresh subscriber would see now). It is called at most once,
+    /// synchronously, only when the subscriber has fallen behind, and while this
+    /// connection's state is locked: it must not block, publish, or wait for anything that
+    /// might itself be publishing to this connection.
+    ///
+    /// Returns what became of the update; on [`Published::Closed`] the host should drop
+    /// this subscriber.
+    pub fn publish(
+        &self,
+        subscription_id: &str,
+        update: ProviderUpdate,
+        snapshot: impl FnOnce() -> SubscriptionSnapshot,
+    ) -> Published {
+        self.publish_shared(subscription_id, &SharedUpdate::new(update), snapshot)
+    }
+
+    /// As [`publish`](Self::publish), for an update that goes to several subscriptions
+    /// (possibly on several connections): it is encoded once per distinct encoder state
+    /// rather than once per subscriber.
+    pub fn publish_shared(
+        &self,
+        subscription_id: &str,
+        update: &SharedUpdate,
+        snapshot: impl FnOnce() -> SubscriptionSnapshot,
+    ) -> Published {
+        let Some(conn) = self.conn.upgrade() else {
+            return Published::Closed;
+        };
+        conn.with(|state| state.publish(subscription_id, update, snapshot))
+    }
+
+    /// True while the connection is open.
+    pub fn is_open(&self) -> bool {
+        self.conn
+            .upgrade()
+            .is_some_and(|c| c.with(|s| s.closing().is_none()))
+    }
+}

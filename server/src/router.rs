@@ -1,0 +1,589 @@
+//! Session routing (upstream `SessionRouter`): which connection is attached to which hosted
+//! session, de-duplicated opens, attachment fences, termination and removal.
+//!
+//! Rules (`docs/protocol.md`, session routing):
+//! * one attachment per connection; attach, detach and admission of session calls are
+//!   serialised per connection, admitted calls then run concurrently;
+//! * the `attachment` frame is queued before the attach/detach call returns, so it reaches
+//!   the client before the response;
+//! * attaching again to the same session is a no-op that keeps the `attachmentId`;
+//! * a session call must name the current `{sessionId, attachmentId}`, else
+//!   `session_not_attached`;
+//! * concurrent opens of one session share one `open_session` and its failure;
+//! * a terminated session releases its attachments (each client gets `attachment: null`);
+//! * a disconnect releases the attachment without publishing anything.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use baton_protocol::{Id, ServerId, SessionTarget, WireError};
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use crate::chord::ServiceCall;
+use crate::conn::ConnShared;
+use crate::context::{ConnectionId, Context, Peer};
+use crate::error::{CloseError, ServiceError};
+use crate::host::{
+    CallResult, ServerHost, ServiceAttachment, SessionHandle, SessionMetadata, Termination,
+};
+use crate::publish::Publisher;
+use crate::tasks::spawn;
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+type Lease<H> = <<H as ServerHost>::Session as SessionHandle>::Attachment;
+type Parts<H> = (Arc<Router<H>>, Arc<ClientSlot<H>>);
+type OpenCell<H> = Arc<OnceCell<Result<Arc<Hosted<H>>, WireError>>>;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One hosted session.
+struct Hosted<H: ServerHost> {
+    session_id: String,
+    handle: Arc<H::Session>,
+    invalidated: AtomicBool,
+    clients: Mutex<HashMap<ConnectionId, Weak<ClientSlot<H>>>>,
+    stop: CancellationToken,
+}
+
+/// A connection's current attachment.
+struct Attachment<H: ServerHost> {
+    hosted: Arc<Hosted<H>>,
+    requested: Id,
+    attachment_id: Id,
+    lease: Arc<Lease<H>>,
+    ops: TaskTracker,
+}
+
+/// The router's view of one connection.
+pub(crate) struct ClientSlot<H: ServerHost> {
+    conn_id: ConnectionId,
+    conn: Weak<ConnShared>,
+    peer: Arc<Peer>,
+    disconnected: AtomicBool,
+    current: tokio::sync::Mutex<Option<Attachment<H>>>,
+}
+
+impl<H: ServerHost> ClientSlot<H> {
+    fn publish(&self, attachment: Option<SessionTarget>) {
+        if let Some(conn) = self.conn.upgrade() {
+            conn.with(|s| s.push_attachment(attachment));
+        }
+    }
+
+    fn context(&self, cancellation: CancellationToken) -> Context {
+        Context::new(cancellation, Some(Arc::clone(&self.peer)))
+    }
+}
+
+/// Routes session calls for every connection of one server.
+pub(crate) struct Router<H: ServerHost> {
+    host: Arc<H>,
+    server_id: ServerId,
+    closing: AtomicBool,
+    sessions: Mutex<HashMap<String, OpenCell<H>>>,
+    clients: Mutex<HashMap<ConnectionId, Arc<ClientSlot<H>>>>,
+    opens: TaskTracker,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+fn draining() -> ServiceError {
+    ServiceError::server_draining()
+}
+
+impl<H: ServerHost> Router<H> {
+    pub(crate) fn new(
+        host: Arc<H>,
+        server_id: ServerId,
+        tasks: TaskTracker,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self {
+            host,
+            server_id,
+            closing: AtomicBool::new(false),
+            sessions: Mutex::new(HashMap::new()),
+            clients: Mutex::new(HashMap::new()),
+            opens: TaskTracker::new(),
+            tasks,
+            shutdown,
+        }
+    }
+
+    fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+
+    /// From now on attaches and session calls fail with `server_draining`.
+    pub(crate) fn set_closing(&self) {
+        self.closing.store(true, Ordering::Release);
+    }
+
+    /// Registers a connection and returns the presentation its server services get.
+    pub(crate) fn register_client(
+        self: &Arc<Self>,
+        conn_id: ConnectionId,
+        conn: Weak<ConnShared>,
+        peer: Arc<Peer>,
+    ) -> Presentation {
+        let slot = Arc::new(ClientSlot {
+            conn_id,
+            conn,
+            peer,
+            disconnected: AtomicBool::new(false),
+            current: tokio::sync::Mutex::new(None),
+        });
+        lock(&self.clients).insert(conn_id, Arc::clone(&slot));
+        Presentation {
+            inner: Arc::new(ClientPresentation {
+                router: Arc::downgrade(self),
+                slot: Arc::downgrade(&slot),
+            }),
+        }
+    }
+
+    /// Runs a session-target call for `conn_id`.
+    pub(crate) async fn execute(
+        &self,
+        conn_id: ConnectionId,
+        target: &SessionTarget,
+        call: ServiceCall,
+        publisher: Publisher,
+        ctx: Context,
+    ) -> CallResult {
+        let slot = lock(&self.clients).get(&conn_id).cloned();
+        let Some(slot) = slot else {
+            return Err(draining());
+        };
+        if self.is_closing() || slot.disconnected.load(Ordering::Acquire) {
+            return Err(draining());
+        }
+        // Admission is serialised with attach and detach; the call itself is not.
+        let (lease, op) = {
+            let current = slot.current.lock().await;
+            if self.is_closing() || slot.disconnected.load(Ordering::Acquire) {
+                return Err(draining());
+            }
+            match current.as_ref() {
+                Some(a)
+                    if a.requested == target.session_id
+                        && a.attachment_id == target.attachment_id
+                        && !a.hosted.invalidated.load(Ordering::Acquire) =>
+                {
+                    (Arc::clone(&a.lease), a.ops.token())
+                }
+                _ => {
+                    tracing::debug!(session = %target.session_id, "session call without a current attachment");
+                    return Err(ServiceError::session_not_attached());
+                }
+            }
+        };
+        let result = lease.invoke_service(call, publisher, ctx).await;
+        drop(op);
+        result
+    }
+
+    /// The connection is gone: release its attachment without publishing.
+    pub(crate) async fn disconnect(&self, conn_id: ConnectionId) {
+        let slot = lock(&self.clients).remove(&conn_id);
+        let Some(slot) = slot else {
+            return;
+        };
+        slot.disconnected.store(true, Ordering::Release);
+        let mut current = slot.current.lock().await;
+        if let Some(attachment) = current.take() {
+            let ctx = slot.context(CancellationToken::new());
+            release(&slot, attachment, false, ctx).await;
+        }
+    }
+
+    async fn attach(
+        self: &Arc<Self>,
+        slot: &Arc<ClientSlot<H>>,
+        session_id: String,
+        ctx: Context,
+    ) -> Result<(), ServiceError> {
+        if self.is_closing() {
+            return Err(draining());
+        }
+        let Ok(requested) = Id::new(session_id.clone()) else {
+            return Err(ServiceError::session_not_found());
+        };
+        let mut current = slot.current.lock().await;
+        if slot.disconnected.load(Ordering::Acquire) {
+            return Err(draining());
+        }
+        if let Some(a) = current.as_ref()
+            && (a.requested == requested || a.hosted.session_id == session_id)
+            && !a.hosted.invalidated.load(Ordering::Acquire)
+        {
+            // Idempotent: the current attachmentId stays valid; no frame.
+            return Ok(());
+        }
+        let hosted = self.acquire(&session_id, &ctx).await?;
+        if self.is_closing() || slot.disconnected.load(Ordering::Acquire) {
+            return Err(draining());
+        }
+        if let Some(previous) = current.take() {
+            release(slot, previous, false, ctx.clone()).await;
+        }
+        let attachment_id = Id::new(crate::random::uuid_v4())
+            .map_err(|_| ServiceError::internal("empty attachment id"))?;
+        lock(&hosted.clients).insert(slot.conn_id, Arc::downgrade(slot));
+        let lease = match hosted.handle.attach_client(ctx.clone()).await {
+            Ok(lease) => Arc::new(lease),
+            Err(e) => {
+                lock(&hosted.clients).remove(&slot.conn_id);
+                return Err(e);
+            }
+        };
+        if hosted.invalidated.load(Ordering::Acquire)
+            || self.is_closing()
+            || slot.disconnected.load(Ordering::Acquire)
+        {
+            lock(&hosted.clients).remove(&slot.conn_id);
+            if let Err(e) = lease.release(ctx).await {
+                report("releasing a lease acquired while the session ended", &e);
+            }
+            return Err(draining());
+        }
+        slot.publish(Some(SessionTarget {
+            server_id: self.server_id.clone(),
+            session_id: requested.clone(),
+            attachment_id: attachment_id.clone(),
+        }));
+        tracing::debug!(session = %hosted.session_id, attachment = %attachment_id, "attached");
+        *current = Some(Attachment {
+            hosted,
+            requested,
+            attachment_id,
+            lease,
+            ops: TaskTracker::new(),
+        });
+        Ok(())
+    }
+
+    async fn detach(&self, slot: &Arc<ClientSlot<H>>, ctx: Context) -> Result<(), ServiceError> {
+        let mut current = slot.current.lock().await;
+        if let Some(attachment) = current.take() {
+            release(slot, attachment, true, ctx).await;
+        }
+        Ok(())
+    }
+
+    /// Resolves and opens (or joins the open of) a session.
+    async fn acquire(
+        self: &Arc<Self>,
+        session_id: &str,
+        ctx: &Context,
+    ) -> Result<Arc<Hosted<H>>, ServiceError> {
+        let metadata = self.host.resolve_session(session_id, ctx.clone()).await?;
+        let key = metadata.session_id().to_owned();
+        let cell = Arc::clone(lock(&self.sessions).entry(key.clone()).or_default());
+        let open_ctx = Context::new(self.shutdown.child_token(), ctx.peer_arc());
+        let result = cell
+            .get_or_init(|| {
+                let this = Arc::clone(self);
+                let span = tracing::info_span!("session", id = %key);
+                self.opens.track_future(
+                    async move {
+                        match this.host.open_session(metadata, open_ctx).await {
+                            Ok(handle) => Ok(this.host_session(key.clone(), handle)),
+                            Err(e) => {
+                                report("opening session", &e);
+                                Err(e.to_wire())
+                            }
+                        }
+                    }
+                    .instrument(span),
+                )
+            })
+            .await
+            .clone();
+        if result.is_err() {
+            // Failure is shared by everyone who waited; the next attach tries again.
+            lock(&self.sessions).retain(|_, c| !Arc::ptr_eq(c, &cell));
+        }
+        result.map_err(ServiceError::Remote)
+    }
+
+    fn host_session(self: &Arc<Self>, session_id: String, handle: H::Session) -> Arc<Hosted<H>> {
+        let hosted = Arc::new(Hosted {
+            session_id,
+            handle: Arc::new(handle),
+            invalidated: AtomicBool::new(false),
+            clients: Mutex::new(HashMap::new()),
+            stop: self.shutdown.child_token(),
+        });
+        tracing::debug!(session = %hosted.session_id, "session opened");
+        let router = Arc::downgrade(self);
+        let watched = Arc::clone(&hosted);
+        spawn(&self.tasks, async move {
+            let terminated = SessionHandle::terminated(&*watched.handle);
+            let termination: Termination = tokio::select! {
+                t = terminated => t,
+                () = watched.stop.cancelled() => return,
+            };
+            if let Some(router) = router.upgrade() {
+                router.invalidate(&watched, termination).await;
+            }
+        });
+        hosted
+    }
+
+    /// Forgets a hosted session that ended by itself and releases its attachments.
+    async fn invalidate(self: &Arc<Self>, hosted: &Arc<Hosted<H>>, termination: Termination) {
+        match &termination {
+            Termination::Closed => {
+                tracing::info!(session = %hosted.session_id, "session terminated")
+            }
+            Termination::Failed(error) => {
+                tracing::warn!(session = %hosted.session_id, %error, "session terminated unexpectedly");
+            }
+        }
+        self.forget(hosted);
+        self.release_all(hosted).await;
+    }
+
+    fn forget(&self, hosted: &Arc<Hosted<H>>) {
+        let mut sessions = lock(&self.sessions);
+        hosted.invalidated.store(true, Ordering::Release);
+        hosted.stop.cancel();
+        sessions.retain(|_, cell| !matches!(cell.get(), Some(Ok(h)) if Arc::ptr_eq(h, hosted)));
+    }
+
+    /// Releases every attachment of `hosted`, publishing `attachment: null` to each client.
+    async fn release_all(&self, hosted: &Arc<Hosted<H>>) {
+        let clients: Vec<_> = lock(&hosted.clients)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let releases = TaskTracker::new();
+        for slot in clients {
+            let hosted = Arc::clone(hosted);
+            spawn(&releases, async move {
+                let mut current = slot.current.lock().await;
+                if current
+                    .as_ref()
+                    .is_some_and(|a| Arc::ptr_eq(&a.hosted, &hosted))
+                    && let Some(attachment) = current.take()
+                {
+                    let ctx = slot.context(CancellationToken::new());
+                    release(&slot, attachment, true, ctx).await;
+                }
+            });
+        }
+        releases.close();
+        releases.wait().await;
+    }
+
+    async fn prepare_removal(
+        self: &Arc<Self>,
+        session_id: String,
+        ctx: Context,
+    ) -> Result<(), ServiceError> {
+        if self.is_closing() {
+            return Err(draining());
+        }
+        let mut cell = lock(&self.sessions).get(&session_id).cloned();
+        if cell.is_none()
+            && let Ok(metadata) = self.host.resolve_session(&session_id, ctx.clone()).await
+        {
+            cell = lock(&self.sessions).get(metadata.session_id()).cloned();
+        }
+        let Some(cell) = cell else {
+            return Ok(());
+        };
+        // Joins an open in progress; never starts one.
+        let opened = cell
+            .get_or_init(|| async { Err(draining().to_wire()) })
+            .await
+            .clone();
+        let Ok(hosted) = opened else {
+            // A failed (or abandoned) open: forget it so a later attach opens afresh.
+            lock(&self.sessions).retain(|_, c| !Arc::ptr_eq(c, &cell));
+            return Ok(());
+        };
+        self.forget(&hosted);
+        self.release_all(&hosted).await;
+        hosted
+            .handle
+            .close(ctx)
+            .await
+            .inspect_err(|e| report("closing removed session", e))
+    }
+
+    /// Server shutdown: waits for opens, then closes every hosted session.
+    pub(crate) async fn close(&self) -> Result<(), CloseError> {
+        self.set_closing();
+        self.opens.close();
+        self.opens.wait().await;
+        let remaining: Vec<_> = lock(&self.clients).keys().copied().collect();
+        for conn_id in remaining {
+            self.disconnect(conn_id).await;
+        }
+        let cells: Vec<_> = lock(&self.sessions).drain().map(|(_, c)| c).collect();
+        let mut failures = Vec::new();
+        for cell in cells {
+            if let Some(Ok(hosted)) = cell.get() {
+                hosted.invalidated.store(true, Ordering::Release);
+                hosted.stop.cancel();
+                let ctx = Context::new(CancellationToken::new(), None);
+                if let Err(e) = hosted.handle.close(ctx).await {
+                    report("closing session at shutdown", &e);
+                    failures.push(format!("session {}: {}", hosted.session_id, describe(&e)));
+                }
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(CloseError { failures })
+        }
+    }
+}
+
+/// Releases one attachment: waits for its admitted calls, releases the lease, forgets it,
+/// and optionally tells the client.
+async fn release<H: ServerHost>(
+    slot: &ClientSlot<H>,
+    attachment: Attachment<H>,
+    publish: bool,
+    ctx: Context,
+) {
+    attachment.ops.close();
+    attachment.ops.wait().await;
+    if let Err(e) = attachment.lease.release(ctx).await {
+        report("releasing session attachment", &e);
+    }
+    lock(&attachment.hosted.clients).remove(&slot.conn_id);
+    tracing::debug!(session = %attachment.hosted.session_id, attachment = %attachment.attachment_id, publish, "attachment released");
+    if publish {
+        slot.publish(None);
+    }
+}
+
+fn describe(e: &ServiceError) -> String {
+    match e {
+        ServiceError::Remote(w) => w.to_string(),
+        ServiceError::Internal(source) => source.to_string(),
+    }
+}
+
+fn report(what: &str, e: &ServiceError) {
+    tracing::warn!(error = %describe(e), "{what} failed");
+}
+
+trait PresentationOps: Send + Sync {
+    fn attach(&self, session_id: String, ctx: Context) -> BoxFuture<Result<(), ServiceError>>;
+    fn detach(&self, ctx: Context) -> BoxFuture<Result<(), ServiceError>>;
+    fn prepare_removal(
+        &self,
+        session_id: String,
+        ctx: Context,
+    ) -> BoxFuture<Result<(), ServiceError>>;
+}
+
+struct ClientPresentation<H: ServerHost> {
+    router: Weak<Router<H>>,
+    slot: Weak<ClientSlot<H>>,
+}
+
+impl<H: ServerHost> ClientPresentation<H> {
+    fn parts(&self) -> Result<Parts<H>, ServiceError> {
+        match (self.router.upgrade(), self.slot.upgrade()) {
+            (Some(r), Some(s)) => Ok((r, s)),
+            _ => Err(draining()),
+        }
+    }
+}
+
+impl<H: ServerHost> PresentationOps for ClientPresentation<H> {
+    fn attach(&self, session_id: String, ctx: Context) -> BoxFuture<Result<(), ServiceError>> {
+        let parts = self.parts();
+        Box::pin(async move {
+            let (router, slot) = parts?;
+            router.attach(&slot, session_id, ctx).await
+        })
+    }
+
+    fn detach(&self, ctx: Context) -> BoxFuture<Result<(), ServiceError>> {
+        let parts = self.parts();
+        Box::pin(async move {
+            let (router, slot) = parts?;
+            router.detach(&slot, ctx).await
+        })
+    }
+
+    fn prepare_removal(
+        &self,
+        session_id: String,
+        ctx: Context,
+    ) -> BoxFuture<Result<(), ServiceError>> {
+        let parts = self.parts();
+        Box::pin(async move {
+            let (router, _slot) = parts?;
+            router.prepare_removal(session_id, ctx).await
+        })
+    }
+}
+
+/// What a connection's server-scope services use to attach it to sessions (upstream
+/// `RoutedServerPresentation`). Cheap to clone; after the connection or server is gone,
+/// every method fails with `server_draining`.
+#[derive(Clone)]
+pub struct Presentation {
+    inner: Arc<dyn PresentationOps>,
+}
+
+impl fmt::Debug for Presentation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Presentation").finish_non_exhaustive()
+    }
+}
+
+impl Presentation {
+    /// Attaches this connection to `session_id` (resolving and opening it if needed) and
+    /// sends the client its `attachment` route before this returns. Attaching again to the
+    /// current session does nothing. A previous attachment to another session is released
+    /// without an `attachment: null`.
+    ///
+    /// # Errors
+    /// `server_draining` while shutting down or after the client left; the host's
+    /// `session_not_found` / `session_ambiguous`; the host's open failure (shared by
+    /// concurrent attaches).
+    pub async fn attach_session(&self, session_id: &str, ctx: Context) -> Result<(), ServiceError> {
+        self.inner.attach(session_id.to_owned(), ctx).await
+    }
+
+    /// Detaches this connection: waits for its admitted session calls, releases the lease
+    /// and sends `attachment: null` before returning. Does nothing if not attached.
+    ///
+    /// # Errors
+    /// `server_draining` after the server or connection is gone.
+    pub async fn detach_session(&self, ctx: Context) -> Result<(), ServiceError> {
+        self.inner.detach(ctx).await
+    }
+
+    /// Before a session is deleted: releases every connection's attachment to it (each
+    /// client gets `attachment: null`) and closes its handle.
+    ///
+    /// # Errors
+    /// `server_draining` while shutting down; the handle's close error.
+    pub async fn prepare_session_removal(
+        &self,
+        session_id: &str,
+        ctx: Context,
+    ) -> Result<(), ServiceError> {
+        self.inner.prepare_removal(session_id.to_owned(), ctx).await
+    }
+}

@@ -1,0 +1,430 @@
+//! The server: listeners, accept loops, the connection registry, and graceful close.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use baton_protocol::{ServerId, WireError};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{OnceCell, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::ServerConfig;
+use crate::conn::state::ConnLimits;
+use crate::conn::{self, ConnShared};
+use crate::context::{ConnectionId, Peer};
+use crate::error::{CloseError, StartError};
+use crate::host::ServerHost;
+use crate::identity::{ClientCertificate, PeerIdentity, Transport};
+use crate::listen::{
+    BoundTcp, BoundUnix, ListenAddr, Listener, Stream, UnixSocketFile, configure_accepted,
+};
+use crate::router::{Router, lock};
+use crate::tasks::spawn;
+
+/// Connections over the limit that may be answered `busy` at once; beyond this they are
+/// dropped without a word.
+const MAX_REJECTING: usize = 64;
+/// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+/// What every connection of one server shares.
+pub(crate) struct ServerShared<H: ServerHost> {
+    pub(crate) host: Arc<H>,
+    pub(crate) router: Arc<Router<H>>,
+    pub(crate) config: ServerConfig,
+    pub(crate) limits: ConnLimits,
+    /// Accept loops, connections, writers, attach tasks.
+    pub(crate) conn_tasks: TaskTracker,
+    /// Request tasks (graceful close waits for these).
+    pub(crate) requests: TaskTracker,
+    /// Session watchers and other background work.
+    pub(crate) tasks: TaskTracker,
+    /// Drops in-flight request futures (drain deadline passed).
+    pub(crate) hard_stop: CancellationToken,
+    /// Server shutdown: stops TLS handshakes in progress.
+    shutdown: CancellationToken,
+    draining: AtomicBool,
+    connections: Mutex<HashMap<ConnectionId, Weak<ConnShared>>>,
+    next_connection: AtomicU64,
+    connection_slots: Arc<Semaphore>,
+    reject_slots: Arc<Semaphore>,
+}
+
+impl<H: ServerHost> ServerShared<H> {
+    pub(crate) fn register_connection(&self, id: ConnectionId, conn: &Arc<ConnShared>) {
+        lock(&self.connections).insert(id, Arc::downgrade(conn));
+        if self.draining.load(Ordering::Acquire) {
+            conn.with(|s| s.set_draining());
+        }
+    }
+
+    pub(crate) fn unregister_connection(&self, id: ConnectionId) {
+        lock(&self.connections).remove(&id);
+    }
+
+    fn each_connection(&self, f: impl Fn(&ConnShared)) {
+        let conns: Vec<_> = lock(&self.connections)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for c in conns {
+            f(&c);
+        }
+    }
+}
+
+/// A running server. Created by [`Server::start`]; stopped by [`Server::close`] (or, less
+/// gracefully, by dropping it). A server cannot be restarted: start a new one.
+pub struct Server<H: ServerHost> {
+    shared: Arc<ServerShared<H>>,
+    addrs: Vec<ListenAddr>,
+    unix_files: Vec<UnixSocketFile>,
+    stop_accepting: CancellationToken,
+    closed: OnceCell<Result<(), CloseError>>,
+}
+
+impl<H: ServerHost> fmt::Debug for Server<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("server_id", &self.shared.config.server_id)
+            .field("addrs", &self.addrs)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Bound {
+    Unix(UnixListener),
+    Tcp(TcpListener),
+    Tls(TcpListener, tokio_rustls::TlsAcceptor),
+}
+
+impl<H: ServerHost> Server<H> {
+    /// Validates `config`, binds every listener (rolling all back if one fails) and starts
+    /// accepting.
+    ///
+    /// # Errors
+    /// [`StartError::Config`] for an invalid option, [`StartError::NoListeners`], or the
+    /// first [`StartError::Listen`] failure.
+    pub async fn start(
+        config: ServerConfig,
+        host: impl Into<Arc<H>>,
+        listeners: Vec<Listener>,
+    ) -> Result<Self, StartError> {
+        config.validate()?;
+        if listeners.is_empty() {
+            return Err(StartError::NoListeners);
+        }
+        let mut bound = Vec::new();
+        let mut addrs = Vec::new();
+        let mut unix_files = Vec::new();
+        for listener in listeners {
+            let result = match listener {
+                Listener::Unix { dir } => BoundUnix::bind(&dir, &config.server_id).await.map(|b| {
+                    addrs.push(ListenAddr::Unix(b.file.path.clone()));
+                    unix_files.push(b.file);
+                    Bound::Unix(b.listener)
+                }),
+                Listener::Tcp(o) => BoundTcp::bind(o.addr, true, o.allow_plaintext_non_loopback)
+                    .await
+                    .map(|b| {
+                        tracing::info!(addr = %b.local, "listening on tcp");
+                        addrs.push(ListenAddr::Tcp(b.local));
+                        Bound::Tcp(b.listener)
+                    }),
+                Listener::Tls { addr, config: tls } => {
+                    BoundTcp::bind(addr, false, true).await.map(|b| {
+                        tracing::info!(addr = %b.local, "listening on tls");
+                        addrs.push(ListenAddr::Tls(b.local));
+                        Bound::Tls(b.listener, tls.acceptor())
+                    })
+                }
+            };
+            match result {
+                Ok(b) => bound.push(b),
+                Err(e) => {
+                    for f in &unix_files {
+                        f.remove_socket();
+                    }
+                    return Err(e.into());
+                }
+            }
+        }
+
+        let max_pending =
+            usize::try_from(config.effective_max_pending_bytes()).unwrap_or(usize::MAX);
+        let limits = ConnLimits {
+            max_frame_length: config.max_frame_length,
+            max_pending_bytes: max_pending,
+            max_active_requests: config.max_active_requests,
+            max_subscriptions: config.max_subscriptions,
+            subscriber_queue_length: config.subscriber_queue_length,
+        };
+        let host: Arc<H> = host.into();
+        let tasks = TaskTracker::new();
+        let shutdown = CancellationToken::new();
+        let router = Arc::new(Router::new(
+            Arc::clone(&host),
+            config.server_id.clone(),
+            tasks.clone(),
+            shutdown.clone(),
+        ));
+        let shared = Arc::new(ServerShared {
+            host,
+            router,
+            limits,
+            conn_tasks: TaskTracker::new(),
+            requests: TaskTracker::new(),
+            tasks,
+            hard_stop: CancellationToken::new(),
+            shutdown,
+            draining: AtomicBool::new(false),
+            connections: Mutex::new(HashMap::new()),
+            next_connection: AtomicU64::new(1),
+            connection_slots: Arc::new(Semaphore::new(config.max_connections)),
+            reject_slots: Arc::new(Semaphore::new(MAX_REJECTING)),
+            config,
+        });
+        let stop_accepting = CancellationToken::new();
+        for b in bound {
+            let shared2 = Arc::clone(&shared);
+            let stop = stop_accepting.clone();
+            spawn(&shared.conn_tasks, accept_loop(shared2, b, stop));
+        }
+        Ok(Self {
+            shared,
+            addrs,
+            unix_files,
+            stop_accepting,
+            closed: OnceCell::new(),
+        })
+    }
+
+    /// The identity announced in `hello`.
+    pub fn server_id(&self) -> &ServerId {
+        &self.shared.config.server_id
+    }
+
+    /// Where the server listens (ports resolved), in listener order.
+    pub fn local_addrs(&self) -> &[ListenAddr] {
+        &self.addrs
+    }
+
+    /// Open connections.
+    pub fn connection_count(&self) -> usize {
+        lock(&self.shared.connections).len()
+    }
+
+    /// Graceful close: stop accepting (the Unix socket file is removed), answer new requests
+    /// `server_draining`, let in-flight requests finish until the drain timeout (then
+    /// abandon them), close every connection after flushing it, release attachments and
+    /// server services, close every hosted session, and wait for every task.
+    ///
+    /// Idempotent: later and concurrent calls wait for and return the same result.
+    ///
+    /// # Errors
+    /// [`CloseError`] lists the hosted sessions whose `close` failed; the server is closed
+    /// regardless.
+    pub async fn close(&self) -> Result<(), CloseError> {
+        self.closed.get_or_init(|| self.close_once()).await.clone()
+    }
+
+    async fn close_once(&self) -> Result<(), CloseError> {
+        let s = &self.shared;
+        tracing::info!("server closing");
+        self.stop_accepting.cancel();
+        for f in &self.unix_files {
+            f.remove_socket();
+        }
+        s.draining.store(true, Ordering::Release);
+        s.router.set_closing();
+        s.each_connection(|c| c.with(|st| st.set_draining()));
+
+        s.requests.close();
+        if tokio::time::timeout(s.config.drain_timeout, s.requests.wait())
+            .await
+            .is_err()
+        {
+            tracing::info!("drain timeout: abandoning in-flight requests");
+            s.hard_stop.cancel();
+            s.requests.wait().await;
+        }
+
+        s.each_connection(|c| c.with(|st| st.finish()));
+        s.shutdown.cancel();
+        s.conn_tasks.close();
+        s.conn_tasks.wait().await;
+
+        let result = s.router.close().await;
+        s.tasks.close();
+        s.tasks.wait().await;
+        tracing::info!("server closed");
+        result
+    }
+}
+
+impl<H: ServerHost> Drop for Server<H> {
+    fn drop(&mut self) {
+        if self.closed.initialized() {
+            return;
+        }
+        // Not closed gracefully: stop everything without waiting.
+        self.stop_accepting.cancel();
+        self.shared.hard_stop.cancel();
+        self.shared.shutdown.cancel();
+        self.shared.router.set_closing();
+        self.shared
+            .each_connection(|c| c.with(conn::state::ConnState::abort));
+        for f in &self.unix_files {
+            f.remove_socket();
+        }
+    }
+}
+
+async fn accept_loop<H: ServerHost>(
+    shared: Arc<ServerShared<H>>,
+    bound: Bound,
+    stop: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            () = stop.cancelled() => break,
+            a = accept(&bound) => a,
+        };
+        match accepted {
+            Ok(a) => admit(&shared, a),
+            Err(error) => {
+                tracing::warn!(%error, "accept failed");
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = tokio::time::sleep(ACCEPT_ERROR_BACKOFF) => {}
+                }
+            }
+        }
+    }
+}
+
+enum Accepted {
+    Unix(tokio::net::UnixStream),
+    Tcp(tokio::net::TcpStream, SocketAddr),
+    Tls(tokio::net::TcpStream, SocketAddr, tokio_rustls::TlsAcceptor),
+}
+
+async fn accept(bound: &Bound) -> std::io::Result<Accepted> {
+    Ok(match bound {
+        Bound::Unix(l) => Accepted::Unix(l.accept().await?.0),
+        Bound::Tcp(l) => {
+            let (s, a) = l.accept().await?;
+            Accepted::Tcp(s, a)
+        }
+        Bound::Tls(l, acceptor) => {
+            let (s, a) = l.accept().await?;
+            Accepted::Tls(s, a, acceptor.clone())
+        }
+    })
+}
+
+fn admit<H: ServerHost>(shared: &Arc<ServerShared<H>>, accepted: Accepted) {
+    let permit = Arc::clone(&shared.connection_slots).try_acquire_owned();
+    let (permit, reject) = match permit {
+        Ok(p) => (p, None),
+        Err(_) => match Arc::clone(&shared.reject_slots).try_acquire_owned() {
+            Ok(p) => {
+                tracing::debug!(
+                    limit = shared.config.max_connections,
+                    "connection limit reached"
+                );
+                let e = WireError::new(
+                    "busy",
+                    format!(
+                        "Server connection limit of {} reached",
+                        shared.config.max_connections
+                    ),
+                );
+                (p, Some(e))
+            }
+            Err(_) => return,
+        },
+    };
+    let id = ConnectionId(shared.next_connection.fetch_add(1, Ordering::Relaxed));
+    let shared2 = Arc::clone(shared);
+    spawn(&shared.conn_tasks, async move {
+        let _permit = permit;
+        let Some((stream, transport, identity)) = establish(&shared2, accepted).await else {
+            return;
+        };
+        let peer = Arc::new(Peer {
+            connection_id: id,
+            transport,
+            identity,
+        });
+        conn::serve(shared2, stream, peer, reject).await;
+    });
+}
+
+/// Finishes transport setup (TLS handshake) and establishes the peer's identity.
+async fn establish<H: ServerHost>(
+    shared: &ServerShared<H>,
+    accepted: Accepted,
+) -> Option<(Stream, Transport, PeerIdentity)> {
+    let keepalive = shared.config.tcp_keepalive;
+    match accepted {
+        Accepted::Unix(s) => {
+            let identity = match s.peer_cred() {
+                Ok(c) => PeerIdentity::Unix {
+                    uid: c.uid(),
+                    gid: c.gid(),
+                    pid: c.pid(),
+                },
+                Err(error) => {
+                    tracing::debug!(%error, "cannot read unix peer credentials; refusing");
+                    return None;
+                }
+            };
+            Some((Stream::Unix(s), Transport::Unix, identity))
+        }
+        Accepted::Tcp(s, addr) => {
+            configure_accepted(&s, keepalive);
+            let identity = PeerIdentity::Tcp {
+                addr,
+                loopback: addr.ip().is_loopback(),
+            };
+            Some((Stream::Tcp(s), Transport::Tcp, identity))
+        }
+        Accepted::Tls(s, addr, acceptor) => {
+            configure_accepted(&s, keepalive);
+            let handshake =
+                tokio::time::timeout(shared.config.handshake_timeout, acceptor.accept(s));
+            let tls = tokio::select! {
+                r = handshake => r,
+                () = shared.shutdown.cancelled() => return None,
+            };
+            let tls = match tls {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(error)) => {
+                    tracing::debug!(%addr, %error, "TLS handshake failed");
+                    return None;
+                }
+                Err(_) => {
+                    tracing::debug!(%addr, "TLS handshake timed out");
+                    return None;
+                }
+            };
+            let client_certificate = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|chain| chain.first())
+                .map(|leaf| Arc::new(ClientCertificate::from_der(leaf.clone().into_owned())));
+            let identity = PeerIdentity::Tls {
+                addr,
+                client_certificate,
+            };
+            Some((Stream::Tls(Box::new(tls)), Transport::Tls, identity))
+        }
+    }
+}

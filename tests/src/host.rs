@@ -1,0 +1,501 @@
+//! A scriptable host: seeded sessions, gates that hold calls until a test releases them,
+//! counters and an event log for every boundary call, and a chord counter service
+//! (`test.counter`) whose updates go through the server's publisher.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use baton_protocol::Value;
+use baton_protocol::chord::{Op, diff};
+use baton_server::chord::{
+    ControlCall, InstanceSnapshot, MemberSnapshot, ProviderUpdate, RemoteServiceError, ServiceCall,
+    ServiceMode, SubscriptionSnapshot,
+};
+use baton_server::{
+    CallResult, Context, PeerIdentity, Presentation, Published, Publisher, ServerHost,
+    ServiceAttachment, ServiceError, SessionHandle, SessionMetadata, SharedUpdate, Termination,
+};
+use tokio::sync::{Notify, Semaphore};
+
+/// Everything the test host observed and can be told to do.
+#[derive(Debug, Default)]
+pub struct Inner {
+    /// Boundary calls in order, e.g. `attach_client`, `open s1`, `call test.echo`.
+    pub events: Vec<String>,
+    /// Identities seen by `attach_client`.
+    pub peers: Vec<Option<PeerIdentity>>,
+    /// Session ids `resolve_session` knows.
+    pub sessions: Vec<String>,
+    /// Opens per canonical session id.
+    pub opens: HashMap<String, usize>,
+    /// Session `attach_client` calls per session.
+    pub session_attaches: HashMap<String, usize>,
+    /// Lease releases per session.
+    pub lease_releases: HashMap<String, usize>,
+    /// Handle closes per session.
+    pub closes: HashMap<String, usize>,
+    /// Server-services releases.
+    pub services_released: usize,
+    /// Calls that saw their context cancelled.
+    pub cancelled_calls: usize,
+    /// Every publish outcome of `test.counter`.
+    pub published: Vec<Published>,
+    /// Make the next opens fail (with a private error).
+    pub fail_open: bool,
+    /// Updates `subscribe` publishes after taking its snapshot, before returning it.
+    pub race_updates: usize,
+    /// Size of the `blob` string each bump writes.
+    pub blob_len: usize,
+    counter: Counter,
+    terminators: HashMap<String, Arc<Notify>>,
+}
+
+#[derive(Debug, Default)]
+struct Counter {
+    value: i64,
+    blob: String,
+    sequence: u64,
+    subscribers: Vec<(Publisher, String)>,
+}
+
+impl Counter {
+    fn value(&self) -> Value {
+        let mut m = baton_protocol::Map::new();
+        m.insert("value", Value::try_from(self.value).expect("small"));
+        m.insert("blob", Value::from(self.blob.as_str()));
+        Value::Map(m)
+    }
+
+    fn snapshot(&self) -> SubscriptionSnapshot {
+        SubscriptionSnapshot::new(
+            "test.counter",
+            ServiceMode::Singleton,
+            vec![InstanceSnapshot::new(
+                None,
+                vec![
+                    MemberSnapshot::method("bump"),
+                    MemberSnapshot::state("state", self.sequence, self.value()),
+                ],
+            )],
+        )
+    }
+}
+
+/// Shared state of a [`TestHost`].
+#[derive(Debug, Default)]
+pub struct HostState {
+    inner: Mutex<Inner>,
+    /// Notified (`notify_waiters`) after every change to [`Inner`].
+    pub changed: Notify,
+    gates: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+/// The host; cheap to clone, every clone sees the same state.
+#[derive(Debug, Clone, Default)]
+pub struct TestHost {
+    /// The state.
+    pub state: Arc<HostState>,
+}
+
+/// Gate names the host waits on.
+pub mod gates {
+    /// Held by `attach_client` (the handshake).
+    pub const ATTACH_CLIENT: &str = "attach_client";
+    /// Held by `open_session`.
+    pub const OPEN: &str = "open";
+}
+
+impl TestHost {
+    /// A host that knows `sessions`.
+    pub fn new(sessions: &[&str]) -> Self {
+        let host = Self::default();
+        host.with(|i| i.sessions = sessions.iter().map(|s| (*s).to_owned()).collect());
+        host
+    }
+
+    /// Mutates the state and wakes waiters.
+    pub fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
+        let r = f(&mut self.lock());
+        self.state.changed.notify_waiters();
+        r
+    }
+
+    /// Reads the state.
+    pub fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.state.inner.lock().expect("test host state")
+    }
+
+    fn event(&self, e: impl Into<String>) {
+        let e = e.into();
+        self.with(|i| i.events.push(e));
+    }
+
+    /// Waits until `f` holds (hang-guarded).
+    pub async fn until(&self, what: &str, f: impl Fn(&Inner) -> bool) {
+        crate::peer::until(what, &self.state.changed, || f(&self.lock())).await;
+    }
+
+    /// Installs a closed gate: calls waiting on `name` block until [`Self::open_gate`].
+    pub fn close_gate(&self, name: &str) {
+        self.state
+            .gates
+            .lock()
+            .expect("gates")
+            .insert(name.to_owned(), Arc::new(Semaphore::new(0)));
+    }
+
+    /// Lets every current and future waiter of `name` through.
+    pub fn open_gate(&self, name: &str) {
+        if let Some(g) = self.state.gates.lock().expect("gates").remove(name) {
+            g.close();
+        }
+    }
+
+    async fn pass(&self, name: &str) {
+        let gate = self.state.gates.lock().expect("gates").get(name).cloned();
+        if let Some(g) = gate {
+            self.event(format!("waiting {name}"));
+            let _ = g.acquire().await;
+        }
+    }
+
+    /// Ends the hosted session `id` on its own (its `terminated` resolves).
+    pub fn terminate(&self, id: &str) {
+        let t = self.lock().terminators.get(id).cloned();
+        if let Some(t) = t {
+            t.notify_one();
+        }
+    }
+
+    /// Bumps `test.counter` and publishes the update (shared) to every subscriber.
+    /// Returns how many times the update was encoded.
+    pub fn bump(&self) -> usize {
+        let shared = self.with(|i| {
+            let old = i.counter.value();
+            i.counter.value += 1;
+            let len = i.blob_len;
+            let c = char::from(b'a' + u8::try_from(i.counter.value % 26).expect("small"));
+            i.counter.blob = std::iter::repeat_n(c, len).collect();
+            i.counter.sequence += 1;
+            let ops: Vec<Op> = diff(&old, &i.counter.value());
+            let update = SharedUpdate::new(ProviderUpdate::State {
+                instance: None,
+                member: "state".into(),
+                sequence: i.counter.sequence,
+                ops,
+            });
+            publish_all(i, &update);
+            update
+        });
+        shared.encode_count()
+    }
+
+    /// The counter's current value (what a converged replica must show).
+    pub fn counter_value(&self) -> Value {
+        self.lock().counter.value()
+    }
+
+    /// The counter's current sequence.
+    pub fn counter_sequence(&self) -> u64 {
+        self.lock().counter.sequence
+    }
+
+    /// How often `e` was logged.
+    pub fn count(&self, e: &str) -> usize {
+        self.lock().events.iter().filter(|x| *x == e).count()
+    }
+
+    async fn invoke(
+        &self,
+        scope: &str,
+        presentation: Option<&Presentation>,
+        call: ServiceCall,
+        publisher: Publisher,
+        ctx: Context,
+    ) -> CallResult {
+        self.event(format!("{scope}call {}.{}", call.service_id, call.member));
+        let arg = |n: usize| {
+            call.args
+                .get(n)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        match (call.service_id.as_str(), call.member.as_str(), presentation) {
+            ("pi.session-management", "attach", Some(p)) => {
+                p.attach_session(&arg(0), ctx).await?;
+                Ok(Some(Value::Null))
+            }
+            ("pi.session-management", "detach", Some(p)) => {
+                p.detach_session(ctx).await?;
+                Ok(Some(Value::Null))
+            }
+            ("pi.session-management", "remove", Some(p)) => {
+                p.prepare_session_removal(&arg(0), ctx).await?;
+                Ok(None)
+            }
+            ("test", "echo", _) => Ok(Some(call.args.first().cloned().unwrap_or(Value::Null))),
+            ("test", "void", _) => Ok(None),
+            ("test", "fail", _) => Err(ServiceError::internal("private adapter detail")),
+            ("test", "error", _) => Err(ServiceError::new(&arg(0), arg(1))),
+            ("test", "big", _) => {
+                let n = call.args.first().and_then(Value::as_u64).unwrap_or(0);
+                Ok(Some(Value::from(
+                    "x".repeat(usize::try_from(n).unwrap_or(0)),
+                )))
+            }
+            ("test", "wait", _) => {
+                // args: [gate, "cancellable" | "observe" | "ignore"]
+                let gate = arg(0);
+                if arg(1) == "cancellable" {
+                    tokio::select! {
+                        () = self.pass(&gate) => Ok(Some(Value::from(gate.as_str()))),
+                        () = ctx.cancelled() => {
+                            self.with(|i| i.cancelled_calls += 1);
+                            Err(ServiceError::internal("aborted by the client"))
+                        }
+                    }
+                } else if arg(1) == "observe" {
+                    // Keeps going after cancellation, but reports that it saw it.
+                    tokio::select! {
+                        () = self.pass(&gate) => {}
+                        () = ctx.cancelled() => {
+                            self.event("cancel observed");
+                            self.pass(&gate).await;
+                        }
+                    }
+                    Ok(Some(Value::from(gate.as_str())))
+                } else {
+                    self.pass(&gate).await;
+                    if ctx.is_cancelled() {
+                        self.with(|i| i.cancelled_calls += 1);
+                    }
+                    Ok(Some(Value::from(gate.as_str())))
+                }
+            }
+            ("$chord.service", _, _) => self.control(&call, publisher),
+            (service, _, _) => Err(RemoteServiceError::unknown_service(service).into()),
+        }
+    }
+
+    fn control(&self, call: &ServiceCall, publisher: Publisher) -> CallResult {
+        match ControlCall::decode(call) {
+            Some(ControlCall::Catalogue) => Ok(Some(Value::Array(vec![]))),
+            Some(ControlCall::Subscribe {
+                subscription_id,
+                service_id,
+                ..
+            }) if service_id == "test.counter" => {
+                let snapshot = self.with(|i| {
+                    i.counter
+                        .subscribers
+                        .push((publisher.clone(), subscription_id.clone()));
+                    let snapshot = i.counter.snapshot();
+                    // A state update the snapshot already covers (the server must drop it).
+                    let covered = SharedUpdate::new(ProviderUpdate::State {
+                        instance: None,
+                        member: "state".into(),
+                        sequence: i.counter.sequence,
+                        ops: vec![Op::Replace(i.counter.value())],
+                    });
+                    if i.counter.sequence > 0 {
+                        let r = publisher
+                            .publish_shared(&subscription_id, &covered, || i.counter.snapshot());
+                        i.published.push(r);
+                    }
+                    snapshot
+                });
+                let race = self.lock().race_updates;
+                for _ in 0..race {
+                    self.bump();
+                }
+                Ok(Some(snapshot.to_value()))
+            }
+            Some(ControlCall::Subscribe { service_id, .. }) => {
+                Err(RemoteServiceError::unknown_service(&service_id).into())
+            }
+            Some(ControlCall::Unsubscribe { subscription_id }) => {
+                self.with(|i| i.counter.subscribers.retain(|(_, s)| *s != subscription_id));
+                Ok(None)
+            }
+            None => Err(RemoteServiceError::not_allowlisted(&call.service_id).into()),
+        }
+    }
+}
+
+fn publish_all(i: &mut Inner, update: &SharedUpdate) {
+    let mut keep = Vec::new();
+    let subscribers = std::mem::take(&mut i.counter.subscribers);
+    for (publisher, sid) in subscribers {
+        let r = publisher.publish_shared(&sid, update, || i.counter.snapshot());
+        i.published.push(r);
+        if r != Published::Closed {
+            keep.push((publisher, sid));
+        }
+    }
+    i.counter.subscribers = keep;
+}
+
+/// What `resolve_session` returns.
+#[derive(Debug, Clone)]
+pub struct Metadata {
+    id: String,
+}
+
+impl SessionMetadata for Metadata {
+    fn session_id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// One connection's server-scope services.
+#[derive(Debug)]
+pub struct TestServices {
+    host: TestHost,
+    presentation: Presentation,
+}
+
+impl ServiceAttachment for TestServices {
+    fn invoke_service(
+        &self,
+        call: ServiceCall,
+        publish: Publisher,
+        ctx: Context,
+    ) -> impl Future<Output = CallResult> + Send {
+        self.host
+            .invoke("", Some(&self.presentation), call, publish, ctx)
+    }
+
+    async fn release(&self, _ctx: Context) -> Result<(), ServiceError> {
+        self.host.with(|i| i.services_released += 1);
+        Ok(())
+    }
+}
+
+/// A hosted session.
+#[derive(Debug)]
+pub struct TestSession {
+    host: TestHost,
+    id: String,
+    terminated: Arc<Notify>,
+}
+
+/// A connection's lease on a [`TestSession`].
+#[derive(Debug)]
+pub struct TestLease {
+    host: TestHost,
+    id: String,
+}
+
+impl ServiceAttachment for TestLease {
+    fn invoke_service(
+        &self,
+        call: ServiceCall,
+        publish: Publisher,
+        ctx: Context,
+    ) -> impl Future<Output = CallResult> + Send {
+        self.host.invoke("session ", None, call, publish, ctx)
+    }
+
+    async fn release(&self, _ctx: Context) -> Result<(), ServiceError> {
+        let id = self.id.clone();
+        self.host
+            .with(|i| *i.lease_releases.entry(id).or_default() += 1);
+        Ok(())
+    }
+}
+
+impl SessionHandle for TestSession {
+    type Attachment = TestLease;
+
+    async fn attach_client(&self, _ctx: Context) -> Result<TestLease, ServiceError> {
+        let id = self.id.clone();
+        self.host
+            .with(|i| *i.session_attaches.entry(id).or_default() += 1);
+        Ok(TestLease {
+            host: self.host.clone(),
+            id: self.id.clone(),
+        })
+    }
+
+    async fn terminated(&self) -> Termination {
+        self.terminated.notified().await;
+        Termination::Failed("worker exited".into())
+    }
+
+    async fn close(&self, _ctx: Context) -> Result<(), ServiceError> {
+        let id = self.id.clone();
+        self.host.with(|i| *i.closes.entry(id).or_default() += 1);
+        Ok(())
+    }
+}
+
+impl ServerHost for TestHost {
+    type Services = TestServices;
+    type Metadata = Metadata;
+    type Session = TestSession;
+
+    async fn attach_client(
+        &self,
+        presentation: Presentation,
+        ctx: Context,
+    ) -> Result<TestServices, ServiceError> {
+        let peer = ctx.identity().cloned();
+        self.with(|i| {
+            i.peers.push(peer);
+            i.events.push("attach_client".into());
+        });
+        self.pass(gates::ATTACH_CLIENT).await;
+        Ok(TestServices {
+            host: self.clone(),
+            presentation,
+        })
+    }
+
+    async fn resolve_session(
+        &self,
+        session_id: &str,
+        _ctx: Context,
+    ) -> Result<Metadata, ServiceError> {
+        let sessions = self.lock().sessions.clone();
+        if sessions.iter().any(|s| s == session_id) {
+            return Ok(Metadata {
+                id: session_id.to_owned(),
+            });
+        }
+        let matches: Vec<_> = sessions
+            .iter()
+            .filter(|s| s.starts_with(session_id))
+            .collect();
+        match matches.as_slice() {
+            [one] => Ok(Metadata { id: (*one).clone() }),
+            [] => Err(ServiceError::session_not_found()),
+            _ => Err(ServiceError::session_ambiguous()),
+        }
+    }
+
+    async fn open_session(
+        &self,
+        metadata: Metadata,
+        _ctx: Context,
+    ) -> Result<TestSession, ServiceError> {
+        let id = metadata.id;
+        self.with(|i| {
+            *i.opens.entry(id.clone()).or_default() += 1;
+            i.events.push(format!("open {id}"));
+        });
+        self.pass(gates::OPEN).await;
+        if self.lock().fail_open {
+            return Err(ServiceError::internal("private open failure"));
+        }
+        let terminated = Arc::new(Notify::new());
+        self.with(|i| {
+            i.terminators.insert(id.clone(), Arc::clone(&terminated));
+        });
+        Ok(TestSession {
+            host: self.clone(),
+            id,
+            terminated,
+        })
+    }
+}

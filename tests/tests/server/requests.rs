@@ -1,0 +1,255 @@
+//! Request handling order, responses, errors and cancel (spec §5.2, §5.3).
+
+use baton_protocol::{Map, Outcome, ServerId, Target, Value};
+use baton_tests::host::TestHost;
+use baton_tests::peer::{call, error, id};
+use baton_tests::server::{TestServer, config};
+use baton_tests::{OTHER_SERVER_ID, guard};
+
+fn wait(gate: &str, mode: &str) -> Value {
+    call("test", "wait", vec![Value::from(gate), Value::from(mode)])
+}
+
+#[tokio::test]
+async fn void_and_null_results_are_distinct() {
+    let s = TestServer::unix(TestHost::new(&[]), config()).await;
+    let mut p = s.ready_peer().await;
+    assert_eq!(
+        p.call(p.server_target(), call("test", "void", vec![]))
+            .await,
+        Outcome::Void
+    );
+    assert_eq!(
+        p.call(p.server_target(), call("test", "echo", vec![Value::Null]))
+            .await,
+        Outcome::Value(Value::Null)
+    );
+}
+
+#[tokio::test]
+async fn responses_come_back_out_of_request_order() {
+    let host = TestHost::new(&[]);
+    host.close_gate("slow");
+    let s = TestServer::unix(host.clone(), config()).await;
+    let mut p = s.ready_peer().await;
+    let slow = p.request(p.server_target(), wait("slow", "ignore")).await;
+    host.until("slow call waiting", |i| {
+        i.events.iter().any(|e| e == "waiting slow")
+    })
+    .await;
+    let fast = p
+        .request(
+            p.server_target(),
+            call("test", "echo", vec![Value::from("fast")]),
+        )
+        .await;
+    assert_eq!(
+        p.expect_response(&fast).await,
+        Outcome::Value(Value::from("fast"))
+    );
+    host.open_gate("slow");
+    assert_eq!(
+        p.expect_response(&slow).await,
+        Outcome::Value(Value::from("slow"))
+    );
+}
+
+#[tokio::test]
+async fn duplicate_active_request_id_is_rejected_and_the_original_still_answers() {
+    let host = TestHost::new(&[]);
+    host.close_gate("g");
+    let s = TestServer::unix(host.clone(), config()).await;
+    let mut p = s.ready_peer().await;
+    let rid = id("dup");
+    p.request_with_id(&rid, p.server_target(), wait("g", "ignore"))
+        .await;
+    p.request_with_id(&rid, p.server_target(), call("test", "echo", vec![]))
+        .await;
+    assert_eq!(
+        p.expect_response(&rid).await,
+        error("invalid_request", "Request ID is already active")
+    );
+    host.open_gate("g");
+    assert_eq!(
+        p.expect_response(&rid).await,
+        Outcome::Value(Value::from("g"))
+    );
+    // Only the original reached the host.
+    assert_eq!(host.count("call test.echo"), 0);
+}
+
+#[tokio::test]
+async fn semantically_invalid_service_call_is_rejected() {
+    let s = TestServer::unix(TestHost::new(&[]), config()).await;
+    let mut p = s.ready_peer().await;
+    let mut m = Map::new();
+    m.insert("arbitrary", Value::Bool(true));
+    assert_eq!(
+        p.call(p.server_target(), Value::Map(m)).await,
+        error("invalid_request", "Invalid service call")
+    );
+    assert_eq!(
+        p.call(p.server_target(), Value::Null).await,
+        error("invalid_request", "Invalid service call")
+    );
+}
+
+#[tokio::test]
+async fn request_for_another_server_is_rejected_before_the_host_sees_it() {
+    let s = TestServer::unix(TestHost::new(&["s1"]), config()).await;
+    let mut p = s.ready_peer().await;
+    let other = Target::Server(ServerId::parse(OTHER_SERVER_ID).unwrap());
+    assert_eq!(
+        p.call(
+            other,
+            call("pi.session-management", "attach", vec![Value::from("s1")])
+        )
+        .await,
+        error("wrong_server", "Request was addressed to another server")
+    );
+    assert!(s.host.lock().events.iter().all(|e| !e.contains("call")));
+}
+
+#[tokio::test]
+async fn internal_errors_are_sanitised() {
+    let s = TestServer::unix(TestHost::new(&[]), config()).await;
+    let mut p = s.ready_peer().await;
+    let out = p
+        .call(p.server_target(), call("test", "fail", vec![]))
+        .await;
+    assert_eq!(out, error("internal_error", "Internal server error"));
+    assert!(!format!("{out:?}").contains("private"));
+}
+
+#[tokio::test]
+async fn host_errors_with_codes_pass_through_verbatim() {
+    let s = TestServer::unix(TestHost::new(&[]), config()).await;
+    let mut p = s.ready_peer().await;
+    assert_eq!(
+        p.call(
+            p.server_target(),
+            call(
+                "test",
+                "error",
+                vec![Value::from("application_error"), Value::from("safe")]
+            )
+        )
+        .await,
+        error("application_error", "safe")
+    );
+    assert_eq!(
+        p.call(p.server_target(), call("nope", "x", vec![])).await,
+        error("service_not_found", "Unknown remote service nope")
+    );
+}
+
+#[tokio::test]
+async fn cancel_of_a_cooperating_request_answers_cancelled_once() {
+    let host = TestHost::new(&[]);
+    host.close_gate("never");
+    let s = TestServer::unix(host.clone(), config()).await;
+    let mut p = s.ready_peer().await;
+    let rid = p
+        .request(p.server_target(), wait("never", "cancellable"))
+        .await;
+    host.until("call waiting", |i| {
+        i.events.iter().any(|e| e == "waiting never")
+    })
+    .await;
+    p.cancel(&rid, p.server_target()).await;
+    assert_eq!(
+        p.expect_response(&rid).await,
+        error("cancelled", "RPC request cancelled")
+    );
+    // Exactly one response: the next message answers the next request.
+    let next = p
+        .request(
+            p.server_target(),
+            call("test", "echo", vec![Value::from(2)]),
+        )
+        .await;
+    assert_eq!(
+        p.expect_response(&next).await,
+        Outcome::Value(Value::from(2))
+    );
+}
+
+#[tokio::test]
+async fn cancel_of_a_request_that_ignores_it_gets_the_normal_result() {
+    let host = TestHost::new(&[]);
+    host.close_gate("g");
+    let s = TestServer::unix(host.clone(), config()).await;
+    let mut p = s.ready_peer().await;
+    let rid = p.request(p.server_target(), wait("g", "ignore")).await;
+    host.until("call waiting", |i| {
+        i.events.iter().any(|e| e == "waiting g")
+    })
+    .await;
+    p.cancel(&rid, p.server_target()).await;
+    // The cancel itself is never answered; prove it was processed with a ping round trip.
+    let ping = p
+        .request(p.server_target(), call("test", "echo", vec![]))
+        .await;
+    assert_eq!(p.expect_response(&ping).await, Outcome::Value(Value::Null));
+    host.open_gate("g");
+    assert_eq!(
+        p.expect_response(&rid).await,
+        Outcome::Value(Value::from("g"))
+    );
+    assert_eq!(host.lock().cancelled_calls, 1);
+}
+
+#[tokio::test]
+async fn cancel_with_another_target_or_unknown_id_is_ignored() {
+    let host = TestHost::new(&[]);
+    host.close_gate("g");
+    let s = TestServer::unix(host.clone(), config()).await;
+    let mut p = s.ready_peer().await;
+    let rid = p.request(p.server_target(), wait("g", "cancellable")).await;
+    host.until("call waiting", |i| {
+        i.events.iter().any(|e| e == "waiting g")
+    })
+    .await;
+    let session_target = Target::Session(baton_protocol::SessionTarget {
+        server_id: baton_tests::server_id(),
+        session_id: id("s1"),
+        attachment_id: id("a1"),
+    });
+    p.cancel(&rid, session_target).await;
+    p.cancel(
+        &rid,
+        Target::Server(ServerId::parse(OTHER_SERVER_ID).unwrap()),
+    )
+    .await;
+    p.cancel(&id("unknown"), p.server_target()).await;
+    let ping = p
+        .request(p.server_target(), call("test", "echo", vec![]))
+        .await;
+    assert_eq!(p.expect_response(&ping).await, Outcome::Value(Value::Null));
+    host.open_gate("g");
+    assert_eq!(
+        p.expect_response(&rid).await,
+        Outcome::Value(Value::from("g"))
+    );
+    assert_eq!(host.lock().cancelled_calls, 0);
+}
+
+#[tokio::test]
+async fn disconnect_cancels_active_requests() {
+    let host = TestHost::new(&[]);
+    host.close_gate("never");
+    let s = TestServer::unix(host.clone(), config()).await;
+    let mut p = s.ready_peer().await;
+    p.request(p.server_target(), wait("never", "cancellable"))
+        .await;
+    host.until("call waiting", |i| {
+        i.events.iter().any(|e| e == "waiting never")
+    })
+    .await;
+    drop(p);
+    host.until("call cancelled", |i| i.cancelled_calls == 1)
+        .await;
+    host.until("services released", |i| i.services_released == 1)
+        .await;
+    guard("close", s.server.close()).await.unwrap();
+}

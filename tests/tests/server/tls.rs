@@ -1,0 +1,159 @@
+//! TLS: server authentication, mutual TLS with the verified identity reaching the host,
+//! missing client certificates, and plaintext sent to a TLS port.
+
+use baton_protocol::{ClientMessage, Outcome, Target, Value};
+use baton_server::{ClientAuth, PeerIdentity};
+use baton_tests::certs::TestCa;
+use baton_tests::host::TestHost;
+use baton_tests::peer::{Event, RawPeer, call};
+use baton_tests::server::{TestServer, config};
+use baton_tests::server_id;
+
+fn sha256_hex(der: &[u8]) -> String {
+    use std::fmt::Write;
+    ring::digest::digest(&ring::digest::SHA256, der)
+        .as_ref()
+        .iter()
+        .fold(String::new(), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+#[tokio::test]
+async fn tls_without_client_auth_serves_requests() {
+    let ca = TestCa::new("Baton Test CA");
+    let s = TestServer::tls(TestHost::new(&["s1"]), config(), &ca.server(), None).await;
+    let mut p = RawPeer::tls(s.addr(), server_id(), ca.cert_pem(), None)
+        .await
+        .unwrap();
+    p.handshake().await;
+    let route = p.attach("s1").await;
+    assert_eq!(
+        p.call(
+            Target::Session(route),
+            call("test", "echo", vec![Value::from(1)])
+        )
+        .await,
+        Outcome::Value(Value::from(1))
+    );
+    match &s.host.lock().peers[0] {
+        Some(PeerIdentity::Tls {
+            client_certificate: None,
+            ..
+        }) => {}
+        other => panic!("expected anonymous tls, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn mutual_tls_identity_reaches_the_host() {
+    let ca = TestCa::new("Baton Test CA");
+    let alice = ca.client("alice");
+    let s = TestServer::tls(
+        TestHost::new(&[]),
+        config(),
+        &ca.server(),
+        Some((&ca, ClientAuth::Required)),
+    )
+    .await;
+    let mut p = RawPeer::tls(s.addr(), server_id(), ca.cert_pem(), Some(&alice))
+        .await
+        .unwrap();
+    p.handshake().await;
+    let peers = s.host.lock().peers.clone();
+    match &peers[0] {
+        Some(PeerIdentity::Tls {
+            client_certificate: Some(cert),
+            addr,
+        }) => {
+            assert!(addr.ip().is_loopback());
+            assert_eq!(cert.common_name(), Some("alice"));
+            // RFC 4514 order: last RDN of the DER sequence first (rcgen writes CN, then O).
+            assert_eq!(cert.subject(), "O=Baton Tests,CN=alice");
+            assert_eq!(cert.sha256_fingerprint_hex(), sha256_hex(&alice.cert_der));
+        }
+        other => panic!("expected a verified client certificate, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn tls_requiring_a_client_certificate_rejects_a_client_without_one() {
+    let ca = TestCa::new("Baton Test CA");
+    let s = TestServer::tls(
+        TestHost::new(&[]),
+        config(),
+        &ca.server(),
+        Some((&ca, ClientAuth::Required)),
+    )
+    .await;
+    assert_rejected(s.addr(), ca.cert_pem(), None).await;
+    assert_eq!(s.host.count("attach_client"), 0);
+}
+
+#[tokio::test]
+async fn tls_rejects_a_client_certificate_from_another_ca() {
+    let ca = TestCa::new("Baton Test CA");
+    let rogue = TestCa::new("Rogue CA").client("mallory");
+    let s = TestServer::tls(
+        TestHost::new(&[]),
+        config(),
+        &ca.server(),
+        Some((&ca, ClientAuth::Optional)),
+    )
+    .await;
+    assert_rejected(s.addr(), ca.cert_pem(), Some(&rogue)).await;
+    assert_eq!(s.host.count("attach_client"), 0);
+}
+
+#[tokio::test]
+async fn optional_client_auth_admits_anonymous_clients() {
+    let ca = TestCa::new("Baton Test CA");
+    let s = TestServer::tls(
+        TestHost::new(&[]),
+        config(),
+        &ca.server(),
+        Some((&ca, ClientAuth::Optional)),
+    )
+    .await;
+    let mut p = RawPeer::tls(s.addr(), server_id(), ca.cert_pem(), None)
+        .await
+        .unwrap();
+    p.handshake().await;
+}
+
+/// The TLS handshake fails, or (TLS 1.3: the client finishes first) the first read fails;
+/// either way no protocol message arrives.
+async fn assert_rejected(
+    addr: std::net::SocketAddr,
+    ca_pem: &str,
+    client: Option<&baton_tests::certs::Identity>,
+) {
+    let Ok(mut p) = RawPeer::tls(addr, server_id(), ca_pem, client).await else {
+        return;
+    };
+    let _ = p
+        .try_send_bytes(&RawPeer::frame(&ClientMessage::hello()))
+        .await;
+    assert_eq!(p.next_event().await, Event::Closed);
+}
+
+#[tokio::test]
+async fn plaintext_sent_to_a_tls_port_is_rejected() {
+    let ca = TestCa::new("Baton Test CA");
+    let s = TestServer::tls(TestHost::new(&[]), config(), &ca.server(), None).await;
+    let mut raw = tokio::net::TcpStream::connect(s.addr()).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    raw.write_all(&RawPeer::frame(&ClientMessage::hello()))
+        .await
+        .unwrap();
+    // Whatever comes back (a TLS alert at most) is not a protocol frame, then EOF.
+    let mut got = Vec::new();
+    let _ = baton_tests::guard("close", raw.read_to_end(&mut got)).await;
+    let mut decoder = baton_protocol::codec::ServerMessageDecoder::default();
+    assert!(
+        decoder.push(&got).map_or(true, |m| m.is_empty()),
+        "got a protocol frame: {got:02x?}"
+    );
+    assert_eq!(s.host.count("attach_client"), 0);
+}
