@@ -434,23 +434,18 @@ impl SubCore {
     }
 
     /// The connection dropped: every subscription goes idle until the next connection.
+    /// A subscription still waiting for its first snapshot keeps waiting: it is re-sent after
+    /// the reconnect (or fails when the client gives up).
     pub(crate) fn connection_lost(&mut self, reason: &str) {
         self.by_wire.clear();
-        let keys: Vec<u64> = self.subs.keys().copied().collect();
-        for key in keys {
-            let Some(sub) = self.subs.get_mut(&key) else {
-                continue;
-            };
+        for sub in self.subs.values_mut() {
             sub.wire = None;
             sub.phase = Phase::Idle;
-            if let Some(ready) = sub.ready.take() {
-                let _ = ready.send(Err(RequestError::OutcomeUnknown(reason.to_owned())));
-                self.subs.remove(&key);
-                continue;
+            if sub.ready.is_none() {
+                sub.emit(SubscriptionEvent::Resyncing {
+                    reason: format!("connection lost: {reason}"),
+                });
             }
-            sub.emit(SubscriptionEvent::Resyncing {
-                reason: format!("connection lost: {reason}"),
-            });
         }
     }
 
@@ -460,7 +455,7 @@ impl SubCore {
         for (_, mut sub) in self.subs.drain() {
             match sub.ready.take() {
                 Some(ready) => {
-                    let _ = ready.send(Err(RequestError::Closed));
+                    let _ = ready.send(Err(RequestError::OutcomeUnknown(reason.to_owned())));
                 }
                 None => sub.emit(SubscriptionEvent::Ended {
                     reason: reason.to_owned(),

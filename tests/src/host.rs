@@ -54,12 +54,17 @@ pub struct Inner {
 struct Counter {
     value: i64,
     blob: String,
+    /// Set by [`TestHost::set_counter_state`]: replaces the value/blob state wholesale.
+    custom: Option<Value>,
     sequence: u64,
     subscribers: Vec<(Publisher, String)>,
 }
 
 impl Counter {
     fn value(&self) -> Value {
+        if let Some(v) = &self.custom {
+            return v.clone();
+        }
         let mut m = baton_protocol::Map::new();
         m.insert("value", Value::try_from(self.value).expect("small"));
         m.insert("blob", Value::from(self.blob.as_str()));
@@ -188,6 +193,27 @@ impl TestHost {
             update
         });
         shared.encode_count()
+    }
+
+    /// Replaces `test.counter`'s state with `value` and publishes the diff (shared) to every
+    /// subscriber, as a host streaming arbitrary state changes would.
+    pub fn set_counter_state(&self, value: Value) {
+        self.with(|i| {
+            let old = i.counter.value();
+            i.counter.custom = Some(value);
+            let ops: Vec<Op> = diff(&old, &i.counter.value());
+            if ops.is_empty() {
+                return;
+            }
+            i.counter.sequence += 1;
+            let update = SharedUpdate::new(ProviderUpdate::State {
+                instance: None,
+                member: "state".into(),
+                sequence: i.counter.sequence,
+                ops,
+            });
+            publish_all(i, &update);
+        });
     }
 
     /// The counter's current value (what a converged replica must show).
