@@ -13,7 +13,9 @@ use tokio_util::codec::{Decoder, Encoder};
 use crate::cbor::{self, CborError, ValueDecodeError, Writer};
 use crate::frame::{FRAME_HEADER_LENGTH, FrameDecoder, FrameError};
 use crate::limits::{CborLimits, DEFAULT_MAX_FRAME_LENGTH};
-use crate::message::{ClientMessage, Invalid, ServerMessage};
+use crate::message::{
+    ClientMessage, Invalid, PayloadError, ServerMessage, decode_client, decode_server,
+};
 
 /// Which side's messages an error is about (upstream's `client`/`server` wording).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +43,15 @@ pub trait WireMessage: Sized + sealed::Sealed {
     fn parse_value(value: crate::Value) -> Result<Self, InvalidMessage>;
     #[doc(hidden)]
     fn write<B: BufMut>(&self, out: &mut B, limits: &CborLimits) -> Result<(), CborError>;
+    #[doc(hidden)]
+    fn decode_bytes(payload: &[u8], limits: &CborLimits) -> Result<Self, DecodeError>;
+}
+
+fn payload_error(side: Side, e: PayloadError) -> DecodeError {
+    match e {
+        PayloadError::Cbor(source) => DecodeError::Cbor { side, source },
+        PayloadError::Invalid => DecodeError::InvalidMessage { side },
+    }
 }
 
 /// Opaque marker for "not a valid envelope" (public only because [`WireMessage`] names it).
@@ -69,6 +80,9 @@ impl WireMessage for ClientMessage {
         w.client_message(self)?;
         w.finish()
     }
+    fn decode_bytes(payload: &[u8], limits: &CborLimits) -> Result<Self, DecodeError> {
+        decode_client(payload, limits).map_err(|e| payload_error(Side::Client, e))
+    }
 }
 
 impl WireMessage for ServerMessage {
@@ -80,6 +94,9 @@ impl WireMessage for ServerMessage {
         let mut w = Writer::new(out, limits);
         w.server_message(self)?;
         w.finish()
+    }
+    fn decode_bytes(payload: &[u8], limits: &CborLimits) -> Result<Self, DecodeError> {
+        decode_server(payload, limits).map_err(|e| payload_error(Side::Server, e))
     }
 }
 
@@ -182,6 +199,20 @@ pub fn decode_payload<M: WireMessage>(
     payload: &[u8],
     max_frame_length: u32,
 ) -> Result<M, DecodeError> {
+    M::decode_bytes(payload, &CborLimits::for_frame_length(max_frame_length))
+}
+
+/// [`decode_payload`] the long way: the payload into a [`Value`](crate::Value), then the
+/// envelope. Same results (the differential tests hold the two together); kept as the
+/// reference the fast path is checked against.
+///
+/// # Errors
+/// As [`decode_payload`].
+#[doc(hidden)]
+pub fn decode_payload_via_value<M: WireMessage>(
+    payload: &[u8],
+    max_frame_length: u32,
+) -> Result<M, DecodeError> {
     let side = M::SIDE;
     let value = cbor::decode_value(payload, &CborLimits::for_frame_length(max_frame_length))
         .map_err(|e| match e {
@@ -245,7 +276,8 @@ pub fn encode_frame_into<M: WireMessage>(
 /// # Errors
 /// As [`encode_frame_into`].
 pub fn encode_frame<M: WireMessage>(msg: &M, max_frame_length: u32) -> Result<Bytes, EncodeError> {
-    let mut out = BytesMut::new();
+    // One allocation for every small frame; larger ones grow by doubling.
+    let mut out = BytesMut::with_capacity(SMALL_FRAME_CAPACITY);
     encode_frame_into(msg, max_frame_length, &mut out)?;
     Ok(out.freeze())
 }
@@ -306,6 +338,9 @@ pub fn encode_service_update_frame(
     out[start..start + FRAME_HEADER_LENGTH].copy_from_slice(&header);
     Ok(())
 }
+
+/// Initial buffer for [`encode_frame`]: fits hellos, requests, responses and small updates.
+const SMALL_FRAME_CAPACITY: usize = 256;
 
 /// Incremental, sticky message decoder for one direction of one connection.
 #[derive(Debug)]

@@ -11,6 +11,11 @@ use crate::limits::{DEFAULT_MAX_FRAME_LENGTH, LimitError};
 /// Length of the frame header.
 pub const FRAME_HEADER_LENGTH: usize = 4;
 
+/// Most the decoder reserves ahead of payload bytes actually arriving: a header alone must
+/// not make a connection hold a whole frame's worth of memory (upstream assembles payloads
+/// in 64 KiB blocks for the same reason).
+pub const PAYLOAD_RESERVE_STEP: usize = 64 * 1024;
+
 /// A framing failure. `Display` is upstream's exact message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -122,8 +127,8 @@ impl FrameDecoder {
                     buf.advance(FRAME_HEADER_LENGTH);
                     // u32 always fits usize on the 32/64-bit targets tokio supports.
                     let length = length as usize;
-                    // Reserve only what the (already bounded) frame still needs.
-                    buf.reserve(length.saturating_sub(buf.len()));
+                    // Reserve in steps: the rest grows only as bytes arrive.
+                    buf.reserve(length.min(PAYLOAD_RESERVE_STEP).saturating_sub(buf.len()));
                     self.state = State::Payload(length);
                 }
                 State::Payload(length) => {

@@ -42,13 +42,17 @@ mod tests {
             default_socket_dir(Some(OsStr::new("/run/user/1000")), 1000),
             PathBuf::from("/run/user/1000/baton")
         );
-        assert_eq!(default_socket_dir(Some(OsStr::new("relative")), 7), PathBuf::from("/tmp/baton-7"));
+        assert_eq!(
+            default_socket_dir(Some(OsStr::new("relative")), 7),
+            PathBuf::from("/tmp/baton-7")
+        );
         assert_eq!(default_socket_dir(None, 7), PathBuf::from("/tmp/baton-7"));
     }
 
     #[test]
     fn socket_names_round_trip_server_ids() {
-        let id = ServerId::parse("00000000-0000-4000-8000-000000000001").unwrap_or_else(|_| unreachable!());
+        let id = ServerId::parse("00000000-0000-4000-8000-000000000001")
+            .unwrap_or_else(|_| unreachable!());
         assert_eq!(server_id_of_socket(&socket_file_name(&id)), Some(id));
         assert_eq!(server_id_of_socket("other.sock"), None);
     }

@@ -741,3 +741,13 @@ fn addressed_calls_keep_upstream_key_order() {
     );
     assert_eq!(ServiceCall::parse(&call.to_value()).unwrap(), call);
 }
+
+#[test]
+fn diff_of_equal_values_with_reserved_keys_is_empty() {
+    // Found by the tracker fuzzer: a map holding `__proto__` re-set itself when unchanged.
+    let v = Value::from_json(r#"{"m":{"__proto__":1},"n":[{"constructor":2}]}"#).unwrap();
+    assert!(baton_protocol::chord::diff(&v, &v).is_empty());
+    let w = Value::from_json(r#"{"m":{"__proto__":2},"n":[{"constructor":2}]}"#).unwrap();
+    let ops = baton_protocol::chord::diff(&v, &w);
+    assert_eq!(ops.len(), 1, "only the changed map is re-set: {ops:?}");
+}

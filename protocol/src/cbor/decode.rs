@@ -27,25 +27,9 @@ pub enum ValueDecodeError {
 /// [`ValueDecodeError::Cbor`] for any profile violation, with upstream's message;
 /// [`ValueDecodeError::NotJson`] for a valid item containing a byte string.
 pub fn decode_value(bytes: &[u8], limits: &CborLimits) -> Result<Value, ValueDecodeError> {
-    if bytes.len() > limits.max_byte_length as usize {
-        return Err(CborError::ByteLengthExceeded {
-            limit: limits.max_byte_length,
-        }
-        .into());
-    }
-    let mut d = Reader {
-        buf: bytes,
-        pos: 0,
-        limits,
-        saw_bytes: false,
-    };
+    let mut d = Reader::new(bytes, limits)?;
     let value = d.item(0)?;
-    if d.pos != bytes.len() {
-        return Err(CborError::TrailingData.into());
-    }
-    if d.saw_bytes {
-        return Err(ValueDecodeError::NotJson);
-    }
+    d.finish()?;
     Ok(value)
 }
 
@@ -59,14 +43,99 @@ pub fn validate(bytes: &[u8], limits: &CborLimits) -> Result<(), ValueDecodeErro
 
 const SAFE_HIGH_WORD_MAX: u64 = 0x1f_ffff;
 
-struct Reader<'a, 'l> {
+/// A cursor over one CBOR payload. The envelope decoder drives it directly so envelope keys
+/// and short strings are read in place instead of being allocated.
+pub(crate) struct Reader<'a, 'l> {
     buf: &'a [u8],
     pos: usize,
     limits: &'l CborLimits,
     saw_bytes: bool,
 }
 
-impl<'a> Reader<'a, '_> {
+impl<'a, 'l> Reader<'a, 'l> {
+    /// Starts reading `bytes`, refusing input longer than the byte limit up front.
+    pub(crate) fn new(bytes: &'a [u8], limits: &'l CborLimits) -> Result<Self, CborError> {
+        if bytes.len() > limits.max_byte_length as usize {
+            return Err(CborError::ByteLengthExceeded {
+                limit: limits.max_byte_length,
+            });
+        }
+        Ok(Self {
+            buf: bytes,
+            pos: 0,
+            limits,
+            saw_bytes: false,
+        })
+    }
+
+    /// Ends the payload: no trailing bytes, and (as a JSON value) no byte strings.
+    pub(crate) fn finish(&self) -> Result<(), ValueDecodeError> {
+        if self.pos != self.buf.len() {
+            return Err(CborError::TrailingData.into());
+        }
+        if self.saw_bytes {
+            return Err(ValueDecodeError::NotJson);
+        }
+        Ok(())
+    }
+
+    fn check_depth(&self, depth: u32) -> Result<(), CborError> {
+        if depth > self.limits.max_depth {
+            return Err(CborError::DepthExceeded {
+                limit: self.limits.max_depth,
+            });
+        }
+        Ok(())
+    }
+
+    fn peek_major(&self) -> Result<u8, CborError> {
+        self.buf
+            .get(self.pos)
+            .map(|h| h >> 5)
+            .ok_or(CborError::Truncated)
+    }
+
+    /// If the next item is a map, consumes its head and returns its length; otherwise
+    /// consumes nothing.
+    pub(crate) fn map_len(&mut self, depth: u32) -> Result<Option<usize>, CborError> {
+        self.check_depth(depth)?;
+        if self.peek_major()? != 5 {
+            return Ok(None);
+        }
+        let head = self.byte()?;
+        let len = self.argument(head & 0x1f, 5)?;
+        self.container_len(len, ContainerKind::Map).map(Some)
+    }
+
+    /// The next item as a borrowed string if it is text; any other item is fully decoded
+    /// (so its own errors surface) and yields `None`.
+    pub(crate) fn text_or_skip(&mut self, depth: u32) -> Result<Option<&'a str>, CborError> {
+        self.check_depth(depth)?;
+        if self.peek_major()? != 3 {
+            self.item(depth)?;
+            return Ok(None);
+        }
+        let head = self.byte()?;
+        let len = self.argument(head & 0x1f, 3)?;
+        self.text(len).map(Some)
+    }
+
+    /// The next item as a boolean if it is one; any other item is decoded and yields `None`.
+    pub(crate) fn bool_or_skip(&mut self, depth: u32) -> Result<Option<bool>, CborError> {
+        self.check_depth(depth)?;
+        match self.buf.get(self.pos) {
+            Some(0xf4) => {
+                self.pos += 1;
+                Ok(Some(false))
+            }
+            Some(0xf5) => {
+                self.pos += 1;
+                Ok(Some(true))
+            }
+            _ => self.item(depth).map(|_| None),
+        }
+    }
+
     fn byte(&mut self) -> Result<u8, CborError> {
         let b = *self.buf.get(self.pos).ok_or(CborError::Truncated)?;
         self.pos += 1;
@@ -143,12 +212,9 @@ impl<'a> Reader<'a, '_> {
         self.buf.len() - self.pos
     }
 
-    fn item(&mut self, depth: u32) -> Result<Value, CborError> {
-        if depth > self.limits.max_depth {
-            return Err(CborError::DepthExceeded {
-                limit: self.limits.max_depth,
-            });
-        }
+    /// Decodes the next item (any type) into a [`Value`].
+    pub(crate) fn item(&mut self, depth: u32) -> Result<Value, CborError> {
+        self.check_depth(depth)?;
         let head = self.byte()?;
         let major = head >> 5;
         let ai = head & 0x1f;
@@ -220,12 +286,8 @@ impl<'a> Reader<'a, '_> {
 
     /// A map key: text read in place; anything else is decoded (so its own errors win)
     /// and then refused.
-    fn key(&mut self, depth: u32) -> Result<&'a str, CborError> {
-        if depth > self.limits.max_depth {
-            return Err(CborError::DepthExceeded {
-                limit: self.limits.max_depth,
-            });
-        }
+    pub(crate) fn key(&mut self, depth: u32) -> Result<&'a str, CborError> {
+        self.check_depth(depth)?;
         let head = *self.buf.get(self.pos).ok_or(CborError::Truncated)?;
         if head >> 5 == 3 {
             self.pos += 1;

@@ -8,6 +8,7 @@ mod decode;
 mod encode;
 mod error;
 
+pub(crate) use decode::Reader;
 pub use decode::{ValueDecodeError, decode_value, validate};
 pub(crate) use encode::Writer;
 pub use encode::{encode_value, to_vec};

@@ -150,7 +150,12 @@ fn floor_boundary(s: &str, mut at: usize) -> usize {
 }
 
 fn diff_map(before: &Map, after: &Map, path: &mut Path, out: &mut Vec<Op>) {
+    // Reserved keys cannot be addressed by a path, so such a map is replaced whole, but only
+    // when it actually changed.
     if before.keys().chain(after.keys()).any(is_reserved) {
+        if before == after {
+            return;
+        }
         emit_set(path, &Value::Map(after.clone()), out);
         return;
     }

@@ -4,6 +4,7 @@
 //! every envelope is strict (an unknown field is an invalid message).
 
 mod client;
+mod decode;
 mod encode;
 mod parse;
 mod server;
@@ -13,4 +14,5 @@ pub use client::{Cancel, ClientMessage, Request};
 pub use server::{Outcome, Response, ServerMessage, ServiceUpdate, WireError};
 pub use target::{SessionTarget, Target};
 
+pub(crate) use decode::{PayloadError, decode_client, decode_server};
 pub(crate) use parse::Invalid;

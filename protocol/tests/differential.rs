@@ -1,0 +1,295 @@
+//! Differential tests: the in-place envelope decoder must agree exactly (message or error
+//! text) with the reference path that decodes a `Value` first and then parses the envelope.
+
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+use baton_protocol::cbor::to_vec;
+use baton_protocol::codec::{WireMessage, decode_payload_via_value};
+use baton_protocol::limits::CborLimits;
+use baton_protocol::{ClientMessage, Map, ServerMessage, Value, decode_payload};
+use proptest::prelude::*;
+
+fn agree<M: WireMessage + PartialEq + std::fmt::Debug>(bytes: &[u8], max: u32) {
+    let fast = decode_payload::<M>(bytes, max).map_err(|e| e.to_string());
+    let slow = decode_payload_via_value::<M>(bytes, max).map_err(|e| e.to_string());
+    assert_eq!(fast, slow, "payload {bytes:02x?}");
+}
+
+fn both(bytes: &[u8]) {
+    agree::<ClientMessage>(bytes, u32::MAX);
+    agree::<ServerMessage>(bytes, u32::MAX);
+    // A tight limit exercises the length checks on both paths.
+    agree::<ClientMessage>(bytes, 16);
+    agree::<ServerMessage>(bytes, 16);
+}
+
+const UUID: &str = "00000000-0000-4000-8000-000000000001";
+
+fn pick(options: Vec<Value>) -> impl Strategy<Value = Value> {
+    prop::sample::select(options)
+}
+
+fn json(s: &str) -> Value {
+    Value::from_json(s).unwrap()
+}
+
+/// Values an envelope field might (wrongly or rightly) hold.
+fn field_value() -> impl Strategy<Value = Value> {
+    pick(vec![
+        Value::Null,
+        Value::Bool(true),
+        Value::Bool(false),
+        Value::from(0u8),
+        Value::from(8u8),
+        Value::from(7u8),
+        json("-1"),
+        json("8.5"),
+        Value::from(""),
+        Value::from("request-1"),
+        Value::from("8"),
+        Value::from(UUID),
+        Value::from("00000000-0000-4000-8000-00000000000A"),
+        json(&format!(r#"{{"serverId":"{UUID}"}}"#)),
+        json(&format!(
+            r#"{{"serverId":"{UUID}","sessionId":"s","attachmentId":"a"}}"#
+        )),
+        json(&format!(r#"{{"serverId":"{UUID}","sessionId":"s"}}"#)),
+        json(&format!(
+            r#"{{"serverId":"{UUID}","sessionId":"","attachmentId":"a"}}"#
+        )),
+        json(&format!(r#"{{"serverId":"{UUID}","extra":1}}"#)),
+        json(r#"{"code":"busy","message":"m"}"#),
+        json(r#"{"code":"","message":"m"}"#),
+        json(r#"{"code":"busy"}"#),
+        json(r#"{"serviceId":"pi.models","member":"list","args":[]}"#),
+        json("[]"),
+        json("{}"),
+    ])
+}
+
+fn type_value() -> impl Strategy<Value = Value> {
+    pick(
+        [
+            "hello",
+            "request",
+            "cancel",
+            "hello_error",
+            "response",
+            "service_update",
+            "attachment",
+            "goodbye",
+        ]
+        .into_iter()
+        .map(Value::from)
+        .collect(),
+    )
+}
+
+const KEYS: &[&str] = &[
+    "version",
+    "id",
+    "target",
+    "call",
+    "serverId",
+    "error",
+    "ok",
+    "result",
+    "subscriptionId",
+    "update",
+    "attachment",
+    "extra",
+];
+
+/// Envelope-shaped maps: a type (usually first) plus a random subset of known keys.
+fn envelope() -> impl Strategy<Value = Value> {
+    (
+        prop::option::of(type_value()),
+        any::<bool>(),
+        prop::collection::vec((prop::sample::select(KEYS), field_value()), 0..6),
+    )
+        .prop_map(|(ty, type_last, fields)| {
+            let mut m = Map::new();
+            if let (Some(t), false) = (&ty, type_last) {
+                m.insert("type", t.clone());
+            }
+            for (k, v) in fields {
+                m.insert(k, v);
+            }
+            if let (Some(t), true) = (ty, type_last) {
+                m.insert("type", t);
+            }
+            Value::Map(m)
+        })
+}
+
+/// Every accepted upstream message, as a starting point for near-valid edits.
+fn templates() -> Vec<Value> {
+    let text = std::fs::read_to_string(format!(
+        "{}/tests/data/accepted.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let doc = Value::from_json(&text).unwrap();
+    doc.as_map()
+        .unwrap()
+        .iter()
+        .flat_map(|(_, list)| list.as_array().unwrap().clone())
+        .map(|t| t.as_array().unwrap()[1].clone())
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+enum Edit {
+    Remove(prop::sample::Index),
+    Add(&'static str, Value),
+    Replace(prop::sample::Index, Value),
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    let keys: Vec<&'static str> = KEYS.iter().copied().chain(["type"]).collect();
+    prop_oneof![
+        any::<prop::sample::Index>().prop_map(Edit::Remove),
+        (
+            prop::sample::select(keys),
+            prop_oneof![field_value(), type_value()]
+        )
+            .prop_map(|(k, v)| Edit::Add(k, v)),
+        (
+            any::<prop::sample::Index>(),
+            prop_oneof![field_value(), type_value()]
+        )
+            .prop_map(|(i, v)| Edit::Replace(i, v)),
+    ]
+}
+
+/// A valid message with a few structural edits: most results sit right at the edge of
+/// validity, where the two decoders could disagree.
+fn near_valid() -> impl Strategy<Value = Value> {
+    let templates = templates();
+    (
+        prop::sample::select(templates),
+        prop::collection::vec(edit(), 0..3),
+    )
+        .prop_map(|(mut v, edits)| {
+            let Value::Map(m) = &mut v else { return v };
+            for e in edits {
+                let keys: Vec<String> = m.keys().map(str::to_owned).collect();
+                match e {
+                    Edit::Remove(i) if !keys.is_empty() => {
+                        m.remove(&keys[i.index(keys.len())]);
+                    }
+                    Edit::Add(k, val) => {
+                        m.insert(k, val);
+                    }
+                    Edit::Replace(i, val) if !keys.is_empty() => {
+                        m.insert(keys[i.index(keys.len())].clone(), val);
+                    }
+                    Edit::Remove(_) | Edit::Replace(..) => {}
+                }
+            }
+            v
+        })
+}
+
+#[derive(Debug, Clone)]
+enum Mutation {
+    Flip(prop::sample::Index, u8),
+    Truncate(prop::sample::Index),
+    Insert(prop::sample::Index, u8),
+}
+
+fn mutate(mut bytes: Vec<u8>, m: &Mutation) -> Vec<u8> {
+    match m {
+        Mutation::Flip(at, x) if !bytes.is_empty() => {
+            let i = at.index(bytes.len());
+            bytes[i] ^= x | 1;
+        }
+        Mutation::Truncate(at) => bytes.truncate(at.index(bytes.len() + 1)),
+        Mutation::Insert(at, b) => bytes.insert(at.index(bytes.len() + 1), *b),
+        Mutation::Flip(..) => {}
+    }
+    bytes
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    prop_oneof![
+        (any::<prop::sample::Index>(), any::<u8>()).prop_map(|(i, x)| Mutation::Flip(i, x)),
+        any::<prop::sample::Index>().prop_map(Mutation::Truncate),
+        (any::<prop::sample::Index>(), any::<u8>()).prop_map(|(i, b)| Mutation::Insert(i, b)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn both_decoders_agree_on_envelope_shaped_maps(v in envelope()) {
+        both(&to_vec(&v, &CborLimits::default()).unwrap());
+    }
+
+    #[test]
+    fn both_decoders_agree_on_near_valid_messages(v in near_valid()) {
+        both(&to_vec(&v, &CborLimits::default()).unwrap());
+    }
+
+    #[test]
+    fn both_decoders_agree_on_mutated_messages(v in near_valid(), ms in prop::collection::vec(mutation(), 1..3)) {
+        let mut bytes = to_vec(&v, &CborLimits::default()).unwrap();
+        for m in &ms {
+            bytes = mutate(bytes, m);
+        }
+        both(&bytes);
+    }
+
+    #[test]
+    fn both_decoders_agree_on_mutated_envelopes(v in envelope(), ms in prop::collection::vec(mutation(), 1..4)) {
+        let mut bytes = to_vec(&v, &CborLimits::default()).unwrap();
+        for m in &ms {
+            bytes = mutate(bytes, m);
+        }
+        both(&bytes);
+    }
+
+    #[test]
+    fn both_decoders_agree_on_arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..40)) {
+        both(&bytes);
+    }
+}
+
+#[test]
+fn both_decoders_agree_on_every_vector_and_reject() {
+    for file in ["accepted.json", "rejects.json"] {
+        let text =
+            std::fs::read_to_string(format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR")))
+                .unwrap();
+        let doc = Value::from_json(&text).unwrap();
+        let mut n = 0;
+        for (_, list) in doc.as_map().unwrap().iter() {
+            for t in list.as_array().unwrap() {
+                let hex = t.as_array().unwrap()[2].as_str().unwrap();
+                let bytes: Vec<u8> = (0..hex.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                    .collect();
+                both(&bytes[4..]);
+                n += 1;
+            }
+        }
+        assert!(n >= 29);
+    }
+}
+
+#[test]
+fn duplicate_envelope_keys_are_cbor_errors_on_both_paths() {
+    // {"type":"hello","type":"hello"} and {"x":1,"x":1}: duplicates win over schema errors.
+    for hex in [
+        "a2647479706565686c6c6f647479706565686c6c6f",
+        "a2617801617801",
+    ] {
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        both(&bytes);
+    }
+}
