@@ -6,12 +6,39 @@ use crate::cbor::{CborError, Writer};
 use crate::message::{ClientMessage, Outcome, ServerMessage, SessionTarget, Target, WireError};
 use crate::value::Value;
 
+/// Constant runs of envelope bytes (map heads, keys, type names), written with one copy each
+/// instead of one call per item. The upstream vectors pin every byte of them.
+mod runs {
+    pub(super) const CLIENT_HELLO: &[u8] = b"\xa2\x64type\x65hello\x67version";
+    pub(super) const REQUEST: &[u8] = b"\xa4\x64type\x67request\x62id";
+    pub(super) const CANCEL: &[u8] = b"\xa3\x64type\x66cancel\x62id";
+    pub(super) const TARGET_KEY: &[u8] = b"\x66target";
+    pub(super) const CALL_KEY: &[u8] = b"\x64call";
+    pub(super) const SERVER_TARGET: &[u8] = b"\xa1\x68serverId";
+    pub(super) const SESSION_TARGET: &[u8] = b"\xa3\x68serverId";
+    pub(super) const SESSION_ID_KEY: &[u8] = b"\x69sessionId";
+    pub(super) const ATTACHMENT_ID_KEY: &[u8] = b"\x6cattachmentId";
+    // Carries `"version":8`: tied to the protocol version at compile time.
+    const _: () = assert!(crate::version::PROTOCOL_VERSION == 8);
+    pub(super) const SERVER_HELLO: &[u8] = b"\xa3\x64type\x65hello\x67version\x08\x68serverId";
+    pub(super) const HELLO_ERROR: &[u8] = b"\xa2\x64type\x6bhello_error\x65error";
+    pub(super) const ERROR_CODE: &[u8] = b"\xa2\x64code";
+    pub(super) const MESSAGE_KEY: &[u8] = b"\x67message";
+    pub(super) const RESPONSE_VOID: &[u8] = b"\xa3\x64type\x68response\x62id";
+    pub(super) const RESPONSE: &[u8] = b"\xa4\x64type\x68response\x62id";
+    pub(super) const OK_TRUE_RESULT: &[u8] = b"\x62ok\xf5\x66result";
+    pub(super) const OK_TRUE: &[u8] = b"\x62ok\xf5";
+    pub(super) const OK_FALSE_ERROR: &[u8] = b"\x62ok\xf4\x65error";
+    pub(super) const SERVICE_UPDATE: &[u8] = b"\xa3\x64type\x6eservice_update\x6esubscriptionId";
+    pub(super) const UPDATE_KEY: &[u8] = b"\x66update";
+    pub(super) const ATTACHMENT: &[u8] = b"\xa2\x64type\x6aattachment\x6aattachment";
+}
+
 impl<B: BufMut> Writer<'_, '_, B> {
     fn target(&mut self, target: &Target) -> Result<(), CborError> {
         match target {
             Target::Server(server_id) => {
-                self.map_head(1)?;
-                self.text("serverId")?;
+                self.raw(runs::SERVER_TARGET);
                 self.text(server_id.as_str())
             }
             Target::Session(s) => self.session_target(s),
@@ -19,20 +46,18 @@ impl<B: BufMut> Writer<'_, '_, B> {
     }
 
     fn session_target(&mut self, s: &SessionTarget) -> Result<(), CborError> {
-        self.map_head(3)?;
-        self.text("serverId")?;
+        self.raw(runs::SESSION_TARGET);
         self.text(s.server_id.as_str())?;
-        self.text("sessionId")?;
+        self.raw(runs::SESSION_ID_KEY);
         self.text(s.session_id.as_str())?;
-        self.text("attachmentId")?;
+        self.raw(runs::ATTACHMENT_ID_KEY);
         self.text(s.attachment_id.as_str())
     }
 
     fn wire_error(&mut self, e: &WireError) -> Result<(), CborError> {
-        self.map_head(2)?;
-        self.text("code")?;
+        self.raw(runs::ERROR_CODE);
         self.text(e.code.as_str())?;
-        self.text("message")?;
+        self.raw(runs::MESSAGE_KEY);
         self.text(&e.message)
     }
 
@@ -44,30 +69,21 @@ impl<B: BufMut> Writer<'_, '_, B> {
     pub(crate) fn client_message(&mut self, msg: &ClientMessage) -> Result<(), CborError> {
         match msg {
             ClientMessage::Hello { version } => {
-                self.map_head(2)?;
-                self.text("type")?;
-                self.text("hello")?;
-                self.text("version")?;
+                self.raw(runs::CLIENT_HELLO);
                 self.uint(*version);
             }
             ClientMessage::Request(r) => {
-                self.map_head(4)?;
-                self.text("type")?;
-                self.text("request")?;
-                self.text("id")?;
+                self.raw(runs::REQUEST);
                 self.text(r.id.as_str())?;
-                self.text("target")?;
+                self.raw(runs::TARGET_KEY);
                 self.target(&r.target)?;
-                self.text("call")?;
+                self.raw(runs::CALL_KEY);
                 self.payload(&r.call)?;
             }
             ClientMessage::Cancel(c) => {
-                self.map_head(3)?;
-                self.text("type")?;
-                self.text("cancel")?;
-                self.text("id")?;
+                self.raw(runs::CANCEL);
                 self.text(c.id.as_str())?;
-                self.text("target")?;
+                self.raw(runs::TARGET_KEY);
                 self.target(&c.target)?;
             }
         }
@@ -77,56 +93,39 @@ impl<B: BufMut> Writer<'_, '_, B> {
     pub(crate) fn server_message(&mut self, msg: &ServerMessage) -> Result<(), CborError> {
         match msg {
             ServerMessage::Hello { server_id } => {
-                self.map_head(3)?;
-                self.text("type")?;
-                self.text("hello")?;
-                self.text("version")?;
-                self.uint(crate::version::PROTOCOL_VERSION);
-                self.text("serverId")?;
+                // The run ends with `"version":8` (PROTOCOL_VERSION) and the serverId key.
+                self.raw(runs::SERVER_HELLO);
                 self.text(server_id.as_str())?;
             }
             ServerMessage::HelloError(e) => {
-                self.map_head(2)?;
-                self.text("type")?;
-                self.text("hello_error")?;
-                self.text("error")?;
+                self.raw(runs::HELLO_ERROR);
                 self.wire_error(e)?;
             }
-            ServerMessage::Response(r) => {
-                let len = if matches!(r.outcome, Outcome::Void) {
-                    3
-                } else {
-                    4
-                };
-                self.map_head(len)?;
-                self.text("type")?;
-                self.text("response")?;
-                self.text("id")?;
-                self.text(r.id.as_str())?;
-                self.text("ok")?;
-                match &r.outcome {
-                    Outcome::Void => self.bool(true),
-                    Outcome::Value(v) => {
-                        self.bool(true);
-                        self.text("result")?;
-                        self.payload(v)?;
-                    }
-                    Outcome::Error(e) => {
-                        self.bool(false);
-                        self.text("error")?;
-                        self.wire_error(e)?;
-                    }
+            ServerMessage::Response(r) => match &r.outcome {
+                Outcome::Void => {
+                    self.raw(runs::RESPONSE_VOID);
+                    self.text(r.id.as_str())?;
+                    self.raw(runs::OK_TRUE);
                 }
-            }
+                Outcome::Value(v) => {
+                    self.raw(runs::RESPONSE);
+                    self.text(r.id.as_str())?;
+                    self.raw(runs::OK_TRUE_RESULT);
+                    self.payload(v)?;
+                }
+                Outcome::Error(e) => {
+                    self.raw(runs::RESPONSE);
+                    self.text(r.id.as_str())?;
+                    self.raw(runs::OK_FALSE_ERROR);
+                    self.wire_error(e)?;
+                }
+            },
             ServerMessage::ServiceUpdate(u) => {
                 self.service_update_head(u.subscription_id.as_str())?;
                 self.payload(&u.update)?;
             }
             ServerMessage::Attachment(a) => {
-                self.map_head(2)?;
-                self.text("type")?;
-                self.text("attachment")?;
-                self.text("attachment")?;
+                self.raw(runs::ATTACHMENT);
                 match a {
                     Some(s) => self.session_target(s)?,
                     None => self.null(),
@@ -138,11 +137,9 @@ impl<B: BufMut> Writer<'_, '_, B> {
 
     /// Everything of a `service_update` envelope up to (not including) the update value.
     pub(crate) fn service_update_head(&mut self, subscription_id: &str) -> Result<(), CborError> {
-        self.map_head(3)?;
-        self.text("type")?;
-        self.text("service_update")?;
-        self.text("subscriptionId")?;
+        self.raw(runs::SERVICE_UPDATE);
         self.text(subscription_id)?;
-        self.text("update")
+        self.raw(runs::UPDATE_KEY);
+        Ok(())
     }
 }
