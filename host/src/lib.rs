@@ -23,12 +23,15 @@
 //! * [`provider`]: the provider trait, the scripted default and the OpenAI-compatible client.
 //! * [`tool`]: the tool trait, argument schemas and the coding tools.
 //! * [`session`]: JSONL persistence, resume, the live session and its published view.
+//! * [`service`]: the `baton-server` host: `pi.session-management`, `pi.session-directory`,
+//!   `pi.models` and `pi.session`, with streamed text published as `a` ops.
 //! * [`clock`]: the only wall-clock read; ISO-8601 text.
 //!
 //! # Non-goals
-//! No network serving here (that is the server crate plus an adapter), no TLS in the model
-//! client (plain `http://` to a local model server), no compaction *policy* (the entry and
-//! the rebuild rule exist; deciding when to summarise is left to a caller).
+//! No listeners or wire code here (that is `baton-server`; [`service`] only implements its
+//! host traits), no TLS in the model client (plain `http://` to a local model server), no
+//! compaction *policy* (the entry and the rebuild rule exist; deciding when to summarise is
+//! left to a caller).
 //!
 //! # Cancellation
 //! Dropping a [`session::RunHandle`] does not stop its turn; [`session::Session::abort`]
@@ -41,6 +44,7 @@ pub mod message;
 pub mod models;
 pub mod projection;
 pub mod provider;
+pub mod service;
 pub mod session;
 mod spawn;
 pub mod tool;

@@ -23,8 +23,8 @@ use crate::message::{Message, StopReason, ToolCall, Usage, joined_text};
 
 /// Provider id of the scripted model.
 pub const PROVIDER_ID: &str = "scripted";
-/// Model id of the scripted model.
-pub const MODEL_ID: &str = "scripted";
+/// Model id of the scripted model (listed as `scripted/default`).
+pub const MODEL_ID: &str = "default";
 /// Longest tool output quoted back.
 const QUOTE_LIMIT: usize = 2000;
 

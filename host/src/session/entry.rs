@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! {"type":"session","version":1,"id":"<uuid>","timestamp":"2025-05-30T01:20:00.000Z","cwd":"/work"}
-//! {"id":"00000001","parentId":null,"timestamp":"…","type":"model_change","provider":"scripted","modelId":"scripted"}
+//! {"id":"00000001","parentId":null,"timestamp":"…","type":"model_change","provider":"scripted","modelId":"default"}
 //! {"id":"00000002","parentId":"00000001","timestamp":"…","type":"message","message":{"role":"user",…}}
 //! ```
 //!

@@ -226,22 +226,8 @@ impl SessionManager {
                 out.push(s.meta());
                 continue;
             }
-            match SessionFile::read(&entry.path()) {
-                Ok(loaded) => {
-                    let rebuilt = rebuild(&loaded.entries);
-                    out.push(SessionMeta {
-                        id: id.to_owned(),
-                        name: rebuilt.name,
-                        cwd: loaded.header.cwd.clone(),
-                        created_at: loaded.header.timestamp.clone(),
-                        updated_at: loaded
-                            .entries
-                            .last()
-                            .map_or(loaded.header.timestamp, |e| e.timestamp.clone()),
-                        phase: Phase::Idle,
-                        model: rebuilt.model.unwrap_or_else(|| self.default_model()),
-                    });
-                }
+            match self.meta_from_file(id, &entry.path()) {
+                Ok(meta) => out.push(meta),
                 Err(error) => {
                     tracing::warn!(session_id = id, %error, "skipping an unreadable session file")
                 }
@@ -253,6 +239,45 @@ impl SessionManager {
                 .then_with(|| a.id.cmp(&b.id))
         });
         Ok(out)
+    }
+
+    /// Metadata of one session (live if open, else read from its file).
+    ///
+    /// # Errors
+    /// [`SessionError::UnknownSession`] for an invalid or missing id; [`SessionError::Store`]
+    /// when the file cannot be read.
+    pub fn meta(&self, id: &str) -> Result<SessionMeta, SessionError> {
+        if !is_canonical_uuid_v4(id) {
+            return Err(SessionError::UnknownSession(id.to_owned()));
+        }
+        if let Some(s) = self.lock().get(id) {
+            return Ok(s.meta());
+        }
+        self.meta_from_file(id, &self.file_path(id))
+            .map_err(|e| match e {
+                StoreError::NotFound(_) => SessionError::UnknownSession(id.to_owned()),
+                StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                    SessionError::UnknownSession(id.to_owned())
+                }
+                other => SessionError::Store(other),
+            })
+    }
+
+    fn meta_from_file(&self, id: &str, path: &Path) -> Result<SessionMeta, StoreError> {
+        let loaded = SessionFile::read(path)?;
+        let rebuilt = rebuild(&loaded.entries);
+        Ok(SessionMeta {
+            id: id.to_owned(),
+            name: rebuilt.name,
+            cwd: loaded.header.cwd.clone(),
+            created_at: loaded.header.timestamp.clone(),
+            updated_at: loaded
+                .entries
+                .last()
+                .map_or(loaded.header.timestamp, |e| e.timestamp.clone()),
+            phase: Phase::Idle,
+            model: rebuilt.model.unwrap_or_else(|| self.default_model()),
+        })
     }
 
     /// Closes the session if open and deletes its file and artefacts.
@@ -303,7 +328,9 @@ impl SessionManager {
         self.config.sessions_dir.join(format!("{id}.jsonl"))
     }
 
-    fn default_model(&self) -> ModelRef {
+    /// The model of sessions created without one: the configured default, else the
+    /// registry's first model.
+    pub fn default_model(&self) -> ModelRef {
         self.config
             .default_model
             .clone()

@@ -282,6 +282,12 @@ impl Session {
         (st.snapshot(), self.inner.events.subscribe())
     }
 
+    /// The sequence number of the last published [`SessionEvent`] (what
+    /// [`Session::snapshot`] would report, without copying the state).
+    pub fn event_seq(&self) -> u64 {
+        self.inner.lock().seq
+    }
+
     /// The runtime transcript (settled messages only).
     pub fn messages(&self) -> Vec<AgentMessage> {
         self.inner.lock().messages.clone()

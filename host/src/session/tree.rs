@@ -254,7 +254,7 @@ mod tests {
             entry(
                 "4",
                 Some("3"),
-                EntryKind::model_change(&ModelRef::new("scripted", "scripted")),
+                EntryKind::model_change(&ModelRef::new("scripted", "default")),
             ),
         ];
         let r = rebuild(&entries);

@@ -1,0 +1,258 @@
+//! `baton-host serve`.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_host::clock::SystemClock;
+use baton_host::models::{ModelInfo, ModelRegistry};
+use baton_host::provider::ModelRef;
+use baton_host::provider::openai::{OpenAiConfig, OpenAiProvider};
+use baton_host::provider::scripted::ScriptedConfig;
+use baton_host::service::ServiceHost;
+use baton_host::session::{HostConfig, SessionManager};
+use baton_protocol::{ServerId, unix};
+use baton_server::{ClientAuth, ListenAddr, Listener, Server, ServerConfig, TcpOptions, TlsConfig};
+use ring::rand::{SecureRandom, SystemRandom};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::Failure;
+use crate::args::{ModelChoice, ServeArgs};
+
+/// The file in the sessions directory that keeps the server id stable across restarts.
+const SERVER_ID_FILE: &str = "server-id";
+
+pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
+    // Signals are watched from the start so a SIGTERM during start-up is not lost.
+    let mut interrupt = signal(SignalKind::interrupt())
+        .map_err(|e| Failure::from_error("cannot watch SIGINT", &e))?;
+    let mut terminate = signal(SignalKind::terminate())
+        .map_err(|e| Failure::from_error("cannot watch SIGTERM", &e))?;
+
+    let sessions_dir = match &args.sessions_dir {
+        Some(d) => d.clone(),
+        None => default_sessions_dir()?,
+    };
+    std::fs::create_dir_all(&sessions_dir).map_err(|e| {
+        Failure::from_error(&format!("cannot create {}", sessions_dir.display()), &e)
+    })?;
+    let server_id = match &args.server_id {
+        Some(id) => id.clone(),
+        None => stable_server_id(&sessions_dir)?,
+    };
+    let (models, default_model) = models(&args);
+    let mut config = HostConfig::new(&sessions_dir);
+    config.default_model = default_model;
+    let manager = SessionManager::new(config, models, Arc::new(SystemClock))
+        .map_err(|e| Failure::from_error("cannot open the sessions directory", &e))?;
+    let host =
+        ServiceHost::new(manager).map_err(|e| Failure::from_error("cannot list sessions", &e))?;
+
+    let mut server_config = ServerConfig::new(server_id.clone());
+    if let Some(ms) = args.handshake_timeout_ms {
+        server_config.handshake_timeout = Duration::from_millis(ms);
+    }
+    if let Some(n) = args.max_frame_length {
+        server_config.max_frame_length = n;
+    }
+    let listeners = listeners(&args, &server_id)?;
+    let server = Server::start(server_config, host.clone(), listeners)
+        .await
+        .map_err(|e| Failure::from_error("cannot start the server", &e))?;
+
+    let mut out = std::io::stdout().lock();
+    for addr in server.local_addrs() {
+        let _ = writeln!(out, "listening {} server-id {server_id}", url(addr));
+    }
+    let _ = out.flush();
+    drop(out);
+    tracing::info!(sessions_dir = %sessions_dir.display(), %server_id, "serving");
+
+    tokio::select! {
+        _ = interrupt.recv() => tracing::info!("SIGINT: draining"),
+        _ = terminate.recv() => tracing::info!("SIGTERM: draining"),
+    }
+    host.begin_shutdown();
+    if let Err(error) = server.close().await {
+        tracing::warn!(%error, "server closed with errors");
+    }
+    host.shutdown().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// `$XDG_DATA_HOME/baton/sessions`, else `~/.local/share/baton/sessions`.
+fn default_sessions_dir() -> Result<PathBuf, Failure> {
+    if let Some(data) = std::env::var_os("XDG_DATA_HOME").map(PathBuf::from)
+        && data.is_absolute()
+    {
+        return Ok(data.join("baton").join("sessions"));
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .ok_or_else(|| {
+            Failure::new("neither XDG_DATA_HOME nor HOME is set: pass --sessions-dir")
+        })?;
+    Ok(home.join(".local/share/baton/sessions"))
+}
+
+/// The id kept in `<dir>/server-id`, created on first start.
+fn stable_server_id(dir: &Path) -> Result<ServerId, Failure> {
+    let path = dir.join(SERVER_ID_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => ServerId::parse(text.trim()).map_err(|_| {
+            Failure::new(format!(
+                "{} does not hold a UUIDv4 server id (remove it to get a new one)",
+                path.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let id = random_server_id()?;
+            // Write then rename, so a crash never leaves a half-written id.
+            let tmp = dir.join(format!(".{SERVER_ID_FILE}.tmp"));
+            std::fs::write(&tmp, format!("{id}\n"))
+                .and_then(|()| std::fs::rename(&tmp, &path))
+                .map_err(|e| {
+                    Failure::from_error(&format!("cannot write {}", path.display()), &e)
+                })?;
+            Ok(id)
+        }
+        Err(e) => Err(Failure::from_error(
+            &format!("cannot read {}", path.display()),
+            &e,
+        )),
+    }
+}
+
+/// A fresh random server id.
+pub(crate) fn random_server_id() -> Result<ServerId, Failure> {
+    let mut b = [0u8; 16];
+    SystemRandom::new()
+        .fill(&mut b)
+        .map_err(|_| Failure::new("the system random source failed"))?;
+    Ok(ServerId::from_random_bytes(b))
+}
+
+fn models(args: &ServeArgs) -> (ModelRegistry, Option<ModelRef>) {
+    let mut registry = ModelRegistry::scripted(ScriptedConfig::default());
+    let ModelChoice::OpenAi(model) = &args.model else {
+        return (registry, None);
+    };
+    let base_url = args.base_url.clone().unwrap_or_default();
+    let mut config = OpenAiConfig::new(&base_url);
+    config.api_key_env = args.api_key_env.clone();
+    let info = ModelInfo {
+        provider: "openai".into(),
+        id: model.clone(),
+        name: format!("{model} (OpenAI-compatible, {base_url})"),
+    };
+    let default = info.model_ref();
+    registry.register(info, Arc::new(OpenAiProvider::new(config)));
+    (registry, Some(default))
+}
+
+/// The socket directory `baton` searches: `$XDG_RUNTIME_DIR/baton` or `/tmp/baton-<uid>`.
+fn default_socket_dir() -> PathBuf {
+    unix::default_socket_dir(
+        std::env::var_os("XDG_RUNTIME_DIR").as_deref(),
+        rustix::process::getuid().as_raw(),
+    )
+}
+
+fn listeners(args: &ServeArgs, server_id: &ServerId) -> Result<Vec<Listener>, Failure> {
+    if args.listen.is_empty() {
+        return Ok(vec![Listener::unix(default_socket_dir())]);
+    }
+    let mut tls: Option<TlsConfig> = None;
+    let mut out = Vec::new();
+    for url in &args.listen {
+        if let Some(path) = url.strip_prefix("unix://") {
+            out.push(Listener::unix(unix_dir(url, Path::new(path), server_id)?));
+        } else if let Some(addr) = url.strip_prefix("tcp://") {
+            let addr = socket_addr(url, addr)?;
+            let mut options = TcpOptions::new(addr);
+            options.allow_plaintext_non_loopback = args.allow_insecure_remote;
+            out.push(Listener::Tcp(options));
+        } else if let Some(addr) = url.strip_prefix("tls://") {
+            let addr = socket_addr(url, addr)?;
+            if !addr.ip().is_loopback() && args.client_ca.is_none() && !args.allow_insecure_remote {
+                return Err(Failure::new(format!(
+                    "{url}: TLS on a non-loopback address without --client-ca lets anyone \
+                     connect; pass --client-ca (see `baton-host certs`) or \
+                     --allow-insecure-remote"
+                )));
+            }
+            if tls.is_none() {
+                tls = Some(tls_config(args)?);
+            }
+            let config = tls
+                .clone()
+                .ok_or_else(|| Failure::new("TLS configuration"))?;
+            out.push(Listener::tls(addr, config));
+        } else {
+            return Err(Failure::new(format!(
+                "--listen {url:?}: expected unix:///DIR, tcp://HOST:PORT or tls://HOST:PORT"
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// The directory of a `unix://` listener. The server names its socket
+/// `<dir>/<server-id>.sock` (the discovery convention), so `unix:///DIR` names the
+/// directory; `unix:///DIR/<server-id>.sock` is accepted too.
+fn unix_dir(url: &str, path: &Path, server_id: &ServerId) -> Result<PathBuf, Failure> {
+    if !path.is_absolute() {
+        return Err(Failure::new(format!(
+            "--listen {url:?}: the path must be absolute"
+        )));
+    }
+    let wanted = unix::socket_file_name(server_id);
+    match path.file_name().and_then(|n| n.to_str()) {
+        Some(name) if name == wanted => Ok(path.parent().unwrap_or(path).to_path_buf()),
+        Some(name) if name.ends_with(".sock") && !path.is_dir() => Err(Failure::new(format!(
+            "--listen {url:?}: the socket is always named <server-id>.sock; pass its \
+             directory (unix://{}) or unix://{}/{wanted}",
+            path.parent().unwrap_or(path).display(),
+            path.parent().unwrap_or(path).display(),
+        ))),
+        _ => Ok(path.to_path_buf()),
+    }
+}
+
+fn socket_addr(url: &str, text: &str) -> Result<SocketAddr, Failure> {
+    text.trim_end_matches('/')
+        .parse()
+        .map_err(|_| Failure::new(format!("--listen {url:?}: expected IP:PORT")))
+}
+
+fn tls_config(args: &ServeArgs) -> Result<TlsConfig, Failure> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Err(Failure::new(
+            "tls:// listeners need --tls-cert and --tls-key",
+        ));
+    };
+    let read = |p: &PathBuf| {
+        std::fs::read(p)
+            .map_err(|e| Failure::from_error(&format!("cannot read {}", p.display()), &e))
+    };
+    let (cert, key) = (read(cert)?, read(key)?);
+    let config = match &args.client_ca {
+        Some(ca) => TlsConfig::with_client_ca(&cert, &key, &read(ca)?, ClientAuth::Required),
+        None => TlsConfig::from_pem(&cert, &key),
+    };
+    config.map_err(|e| Failure::from_error("invalid TLS material", &e))
+}
+
+/// The URL a client connects to.
+fn url(addr: &ListenAddr) -> String {
+    match addr {
+        ListenAddr::Unix(p) => format!("unix://{}", p.display()),
+        ListenAddr::Tcp(a) => format!("tcp://{a}"),
+        ListenAddr::Tls(a) => format!("tls://{a}"),
+        other => other.to_string(),
+    }
+}

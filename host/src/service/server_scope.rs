@@ -1,0 +1,222 @@
+//! The server-scope services of one connection: `pi.session-management`,
+//! `pi.session-directory`, `pi.models` and their `$chord.service` control calls.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use baton_protocol::chord::{CatalogueEntry, catalogue_to_value};
+use baton_protocol::{Map, Value};
+use baton_server::chord::{ControlCall, RemoteServiceError, ServiceCall, ServiceMode};
+use baton_server::{CallResult, Context, Presentation, Publisher, ServiceAttachment, ServiceError};
+
+use super::errors::{arity, busy, invalid, service_error, string_arg};
+use super::publish::{Owner, snapshot};
+use super::wire::parse_model;
+use super::{Shared, directory};
+use crate::provider::ThinkingLevel;
+use crate::session::{CreateOptions, Phase};
+
+/// The session-management service id.
+pub(crate) const MANAGEMENT: &str = "pi.session-management";
+const MANAGEMENT_METHODS: &[&str] = &["create", "attach", "detach", "remove"];
+/// The models service id.
+pub(crate) const MODELS: &str = "pi.models";
+const MODELS_METHODS: &[&str] = &["list"];
+const MODELS_MEMBER: &str = "models";
+
+/// One connection's server-scope services.
+#[derive(Debug)]
+pub struct ServerServices {
+    shared: Arc<Shared>,
+    presentation: Presentation,
+    owner: Owner,
+}
+
+impl ServerServices {
+    pub(crate) fn new(shared: Arc<Shared>, presentation: Presentation) -> Self {
+        let owner = shared.owner();
+        Self {
+            shared,
+            presentation,
+            owner,
+        }
+    }
+
+    fn control(&self, call: &ServiceCall, publisher: Publisher) -> CallResult {
+        match ControlCall::decode(call) {
+            Some(ControlCall::Catalogue) => Ok(Some(catalogue_to_value(&[
+                CatalogueEntry::new(MANAGEMENT, ServiceMode::Singleton),
+                CatalogueEntry::new(directory::SERVICE, ServiceMode::Singleton),
+                CatalogueEntry::new(MODELS, ServiceMode::Singleton),
+            ]))),
+            Some(ControlCall::Subscribe {
+                subscription_id,
+                service_id,
+                mode,
+            }) => {
+                let known = [MANAGEMENT, directory::SERVICE, MODELS];
+                if !known.contains(&service_id.as_str()) {
+                    return Err(RemoteServiceError::unknown_service(&service_id).into());
+                }
+                if mode != ServiceMode::Singleton {
+                    return Err(RemoteServiceError::mode_mismatch(
+                        &service_id,
+                        ServiceMode::Singleton,
+                        mode,
+                    )
+                    .into());
+                }
+                let snap = match service_id.as_str() {
+                    directory::SERVICE => {
+                        self.shared
+                            .directory
+                            .subscribe(self.owner, subscription_id, publisher)
+                    }
+                    // Fixed for the host's lifetime: nothing will ever be published.
+                    MODELS => snapshot(
+                        MODELS,
+                        MODELS_METHODS,
+                        vec![(MODELS_MEMBER, 0, self.shared.models.clone())],
+                    ),
+                    _ => snapshot(MANAGEMENT, MANAGEMENT_METHODS, Vec::new()),
+                };
+                Ok(Some(snap.to_value()))
+            }
+            Some(ControlCall::Unsubscribe { subscription_id }) => {
+                self.shared
+                    .directory
+                    .unsubscribe(self.owner, &subscription_id);
+                Ok(None)
+            }
+            None => Err(RemoteServiceError::not_allowlisted(&call.service_id).into()),
+        }
+    }
+
+    fn create(&self, args: &[Value]) -> CallResult {
+        if self.shared.closing.is_cancelled() {
+            return Err(ServiceError::server_draining());
+        }
+        let options = create_options(args)?;
+        let manager = &self.shared.manager;
+        let id = manager.create(options).map_err(service_error)?;
+        let meta = manager.meta(&id).map_err(service_error)?;
+        self.shared.directory.upsert(meta);
+        let mut m = Map::new();
+        m.insert("sessionId", Value::from(id));
+        Ok(Some(Value::Map(m)))
+    }
+
+    async fn remove(&self, args: &[Value], ctx: Context) -> CallResult {
+        const USAGE: &str = "[sessionId]";
+        arity(args, 1, USAGE)?;
+        let id = self.shared.directory.resolve(string_arg(args, 0, USAGE)?)?;
+        if self
+            .shared
+            .live_session(&id)
+            .is_some_and(|l| l.session.meta().phase == Phase::Turn)
+        {
+            return Err(busy("Session is busy: a turn is running"));
+        }
+        let directory = &self.shared.directory;
+        directory.set_removing(&id, true);
+        let removed = async {
+            self.presentation
+                .prepare_session_removal(&id, ctx.clone())
+                .await?;
+            self.shared.terminate(&id).await;
+            self.shared.manager.remove(&id).await.map_err(service_error)
+        }
+        .await;
+        match removed {
+            Ok(()) => {
+                directory.remove(&id);
+                Ok(None)
+            }
+            Err(e) => {
+                directory.set_removing(&id, false);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// `[{"name"?, "cwd"?, "model"?, "thinkingLevel"?}]` (or `[]`).
+fn create_options(args: &[Value]) -> Result<CreateOptions, ServiceError> {
+    const USAGE: &str = r#"[{"name"?, "cwd"?, "model"?, "thinkingLevel"?}]"#;
+    let mut options = CreateOptions::default();
+    let map = match args {
+        [] => return Ok(options),
+        [Value::Map(m)] => m,
+        _ => return Err(invalid(format!("Expected arguments {USAGE}"))),
+    };
+    for (key, value) in map.iter() {
+        let text = value
+            .as_str()
+            .ok_or_else(|| invalid(format!("create option {key} must be a string")))?;
+        match key {
+            "name" => options.name = Some(text.to_owned()),
+            // Interpreted on the host; made absolute so listings show where it really is.
+            "cwd" => {
+                options.cwd =
+                    Some(std::fs::canonicalize(text).unwrap_or_else(|_| PathBuf::from(text)));
+            }
+            "model" => {
+                options.model = Some(parse_model(text).ok_or_else(|| {
+                    invalid(format!("Model {text:?} is not \"<provider>/<id>\""))
+                })?);
+            }
+            "thinkingLevel" => {
+                options.thinking_level = Some(
+                    ThinkingLevel::parse(text)
+                        .ok_or_else(|| invalid(format!("Unknown thinking level {text:?}")))?,
+                );
+            }
+            other => return Err(invalid(format!("Unknown create option {other}"))),
+        }
+    }
+    Ok(options)
+}
+
+impl ServiceAttachment for ServerServices {
+    async fn invoke_service(
+        &self,
+        call: ServiceCall,
+        publish: Publisher,
+        ctx: Context,
+    ) -> CallResult {
+        let args = call.args.as_slice();
+        match (call.service_id.as_str(), call.member.as_str()) {
+            (baton_protocol::chord::SERVICE_CONTROL_ID, _) => self.control(&call, publish),
+            (MANAGEMENT, "create") => self.create(args),
+            (MANAGEMENT, "attach") => {
+                arity(args, 1, "[sessionId]")?;
+                let id = string_arg(args, 0, "[sessionId]")?;
+                self.presentation.attach_session(id, ctx).await?;
+                Ok(None)
+            }
+            (MANAGEMENT, "detach") => {
+                arity(args, 0, "[]")?;
+                self.presentation.detach_session(ctx).await?;
+                Ok(None)
+            }
+            (MANAGEMENT, "remove") => self.remove(args, ctx).await,
+            (directory::SERVICE, "list") => {
+                arity(args, 0, "[]")?;
+                Ok(Some(self.shared.directory.value()))
+            }
+            (MODELS, "list") => {
+                arity(args, 0, "[]")?;
+                Ok(Some(self.shared.models.clone()))
+            }
+            (service @ (MANAGEMENT | MODELS | directory::SERVICE), member) => {
+                Err(RemoteServiceError::unknown_member(service, member).into())
+            }
+            (service, _) => Err(RemoteServiceError::unknown_service(service).into()),
+        }
+    }
+
+    async fn release(&self, _ctx: Context) -> Result<(), ServiceError> {
+        self.shared.directory.drop_owner(self.owner);
+        Ok(())
+    }
+}

@@ -1,0 +1,466 @@
+//! The binaries as processes: `baton-host serve` driven by the `baton` CLI, restart and
+//! resume, the default socket, TLS with `baton-host certs`, and `baton-host demo`.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::OnceLock;
+
+use baton_client::{Client, ClientConfig, Endpoint};
+use baton_protocol::chord::ServiceMode;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+
+use crate::support::*;
+
+const HOST: &str = env!("CARGO_BIN_EXE_baton-host");
+
+/// The `baton` binary of the client package: `<target>/<profile>/baton`, built first (a
+/// binary of another package is not built for this package's tests).
+fn baton() -> &'static Path {
+    static BATON: OnceLock<PathBuf> = OnceLock::new();
+    BATON.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        // <target>/<profile>/deps/e2e-<hash>
+        let profile_dir = exe.parent().unwrap().parent().unwrap();
+        let target_dir = profile_dir.parent().unwrap();
+        let mut build = std::process::Command::new(env!("CARGO"));
+        build
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "baton-client",
+                "--bin",
+                "baton",
+                "--target-dir",
+            ])
+            .arg(target_dir);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        let status = build.status().unwrap();
+        assert!(status.success(), "building the baton CLI failed");
+        let path = profile_dir.join("baton");
+        assert!(path.exists(), "{} missing after the build", path.display());
+        path
+    })
+}
+
+/// A running `baton-host serve`.
+struct HostProcess {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+    url: String,
+    server_id: String,
+}
+
+impl HostProcess {
+    async fn start(args: &[&str], env: &[(&str, &Path)]) -> Self {
+        let mut cmd = Command::new(HOST);
+        cmd.arg("serve")
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true);
+        for (k, val) in env {
+            cmd.env(k, val);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = guard("listening line", lines.next_line())
+            .await
+            .unwrap()
+            .expect("the host exited before listening");
+        let words: Vec<&str> = line.split(' ').collect();
+        assert!(
+            matches!(words.as_slice(), ["listening", _, "server-id", _]),
+            "unexpected first line {line:?}"
+        );
+        Self {
+            url: words[1].to_owned(),
+            server_id: words[3].to_owned(),
+            child,
+            lines,
+        }
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        let pid = self.child.id().and_then(|p| i32::try_from(p).ok()).unwrap();
+        rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), signal)
+            .unwrap();
+    }
+
+    /// SIGTERM, then the exit status (the drain must finish).
+    async fn terminate(mut self) -> ExitStatus {
+        self.signal(rustix::process::Signal::TERM);
+        let rest = guard("host output after SIGTERM", async {
+            let mut rest = Vec::new();
+            while let Some(l) = self.lines.next_line().await.unwrap() {
+                rest.push(l);
+            }
+            rest
+        })
+        .await;
+        assert!(rest.is_empty(), "unexpected output {rest:?}");
+        guard("host exit", self.child.wait()).await.unwrap()
+    }
+
+    fn socket(&self) -> PathBuf {
+        PathBuf::from(self.url.strip_prefix("unix://").unwrap())
+    }
+}
+
+/// Runs `baton --connect <url> args…` to completion.
+async fn cli(url: &str, args: &[&str]) -> (ExitStatus, String, String) {
+    let out = guard(
+        &format!("baton {args:?}"),
+        Command::new(baton())
+            .arg("--connect")
+            .arg(url)
+            .args(args)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `baton create` → the new session id.
+async fn create(url: &str) -> String {
+    let (status, out, err) = cli(url, &["create", "--name", "cli"]).await;
+    assert!(status.success(), "create: {err}");
+    let id = out.trim().to_owned();
+    assert_eq!(id.len(), 36, "{out:?}");
+    id
+}
+
+/// Reads lines until one satisfies `f`; returns everything read.
+async fn read_until(
+    what: &str,
+    lines: &mut Lines<BufReader<ChildStdout>>,
+    f: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    guard(what, async {
+        let mut seen = Vec::new();
+        loop {
+            let line = lines
+                .next_line()
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("{what}: output ended after {seen:?}"));
+            let done = f(&line);
+            seen.push(line);
+            if done {
+                return seen;
+            }
+        }
+    })
+    .await
+}
+
+fn assert_streamed_tool_turn(out: &str, command: &str, result: &str) {
+    for expected in [
+        format!("> run `{command}`"),
+        format!("Running `{command}`."),
+        format!("→ bash {{\"command\":\"{command}\"}}"),
+        "✓ bash".to_owned(),
+        format!("  │ {result}"),
+        "Here is the result of `bash`:".to_owned(),
+    ] {
+        assert!(out.contains(&expected), "missing {expected:?} in:\n{out}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_creates_prompts_and_watches_a_served_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock_dir = dir.path().join("sock");
+    let sessions = dir.path().join("sessions");
+    let host = HostProcess::start(
+        &[
+            "--listen",
+            &format!("unix://{}", sock_dir.display()),
+            "--sessions-dir",
+            &sessions.display().to_string(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(
+        host.socket(),
+        sock_dir.join(format!("{}.sock", host.server_id))
+    );
+    let url = host.url.clone();
+
+    let id = create(&url).await;
+    let (status, out, err) = cli(&url, &["prompt", &id, "run `echo hi`"]).await;
+    assert!(status.success(), "prompt failed: {err}\n{out}");
+    assert_streamed_tool_turn(&out, "echo hi", "hi");
+
+    let (status, out, _) = cli(&url, &["sessions"]).await;
+    assert!(status.success());
+    assert!(out.contains(&id) && out.contains("cli"), "{out}");
+
+    // `watch` shows the transcript so far, then live updates from another client.
+    let mut watch = Command::new(baton())
+        .args(["--connect", &url, "watch", &id])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    read_until("watch shows the first turn", &mut lines, |l| {
+        l.contains("Here is the result of `bash`")
+    })
+    .await;
+    read_until("watch shows the first result", &mut lines, |l| l == "```").await;
+    let (status, _, err) = cli(&url, &["prompt", &id, "run `echo second`"]).await;
+    assert!(status.success(), "{err}");
+    let seen = read_until("watch shows the live turn", &mut lines, |l| {
+        l == "  │ second"
+    })
+    .await;
+    assert!(seen.iter().any(|l| l == "> run `echo second`"), "{seen:?}");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(i32::try_from(watch.id().unwrap()).unwrap()).unwrap(),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let status = guard("watch exits", watch.wait()).await.unwrap();
+    assert!(status.success(), "watch: {status}");
+
+    // SIGTERM drains and exits 0; the socket is gone.
+    let socket = host.socket();
+    let status = host.terminate().await;
+    assert!(status.success(), "host: {status}");
+    assert!(!socket.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_host_resumes_settled_transcripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = dir.path().join("sessions");
+    let args = [
+        "--listen".to_owned(),
+        format!("unix://{}", dir.path().join("sock").display()),
+        "--sessions-dir".to_owned(),
+        sessions.display().to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut first = HostProcess::start(&args, &[]).await;
+    let id = create(&first.url).await;
+    let (status, _, err) = cli(&first.url, &["prompt", &id, "run `echo one`"]).await;
+    assert!(status.success(), "{err}");
+
+    // Kill the host (SIGKILL: no drain) while a second turn runs its tool.
+    let mut prompt = Command::new(baton())
+        .args(["--connect", &first.url, "prompt", &id, "run `sleep 20`"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(prompt.stdout.take().unwrap()).lines();
+    read_until("the second turn calls its tool", &mut lines, |l| {
+        l.starts_with("→ bash")
+    })
+    .await;
+    first.child.start_kill().unwrap();
+    guard("killed host", first.child.wait()).await.unwrap();
+    let status = guard("orphaned prompt", prompt.wait()).await.unwrap();
+    assert!(
+        !status.success(),
+        "the prompt cannot succeed without its host"
+    );
+
+    // Same sessions directory: same server id, and the settled transcript is back.
+    let second = HostProcess::start(&args, &[]).await;
+    assert_eq!(second.server_id, first.server_id, "the server id is stable");
+    let client = guard(
+        "connect",
+        Client::connect(ClientConfig::new(Endpoint::Unix(second.socket()))),
+    )
+    .await
+    .unwrap();
+    let session = guard("attach", client.attach(&id)).await.unwrap();
+    let sub = guard(
+        "subscribe",
+        session.subscribe("pi.session", ServiceMode::Singleton),
+    )
+    .await
+    .unwrap();
+    let state = member(&sub, "state");
+    assert_eq!(get(&state, "phase").as_str(), Some("idle"));
+    let items = transcript(&state);
+    let roles: Vec<&str> = items
+        .iter()
+        .map(|i| get(i, "role").as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles[..5],
+        ["user", "assistant", "tool", "assistant", "user"],
+        "{}",
+        state.to_json()
+    );
+    assert_eq!(text_of(&items[0]), "run `echo one`");
+    assert!(text_of(&items[2]).contains("one"));
+    assert_eq!(text_of(&items[4]), "run `sleep 20`");
+    for item in &items {
+        let status = get(item, "status").as_str().unwrap_or("");
+        assert!(
+            !matches!(status, "streaming" | "running"),
+            "only settled messages persist: {}",
+            item.to_json()
+        );
+    }
+    drop(sub);
+    client.close().await;
+    assert!(second.terminate().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_listen_the_host_serves_where_the_cli_looks() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime_dir = dir.path().join("xdg-runtime");
+    std::fs::create_dir(&runtime_dir).unwrap();
+    let server_id = "00000000-0000-4000-8000-00000000d15c";
+    let host = HostProcess::start(
+        &[
+            "--sessions-dir",
+            &dir.path().join("sessions").display().to_string(),
+            "--server-id",
+            server_id,
+        ],
+        &[("XDG_RUNTIME_DIR", &runtime_dir)],
+    )
+    .await;
+    assert_eq!(host.server_id, server_id);
+    assert_eq!(
+        host.socket(),
+        runtime_dir.join("baton").join(format!("{server_id}.sock"))
+    );
+    // No --connect: the CLI discovers the socket in the same per-user directory.
+    let out = guard(
+        "baton models",
+        Command::new(baton())
+            .arg("models")
+            .env("XDG_RUNTIME_DIR", &runtime_dir)
+            .env_remove("BATON_CONNECT")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("scripted/default"), "{stdout}");
+    assert!(host.terminate().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certs_give_a_working_mutual_tls_setup() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    let out = guard(
+        "certs",
+        Command::new(HOST)
+            .args(["certs", "--out"])
+            .arg(&pki)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = |name: &str| pki.join(name).display().to_string();
+    let host = HostProcess::start(
+        &[
+            "--listen",
+            "tls://127.0.0.1:0",
+            "--sessions-dir",
+            &dir.path().join("sessions").display().to_string(),
+            "--tls-cert",
+            &file("server.pem"),
+            "--tls-key",
+            &file("server.key"),
+            "--client-ca",
+            &file("ca.pem"),
+        ],
+        &[],
+    )
+    .await;
+    assert!(host.url.starts_with("tls://127.0.0.1:"), "{}", host.url);
+    let url = host.url.replace("127.0.0.1", "localhost");
+    let tls = |with_cert: bool| {
+        let mut a = vec!["--ca".to_owned(), file("ca.pem")];
+        if with_cert {
+            a.extend(["--cert".to_owned(), file("client.pem")]);
+            a.extend(["--key".to_owned(), file("client.key")]);
+        }
+        a.push("models".to_owned());
+        a
+    };
+    let args = tls(true);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (status, stdout, err) = cli(&url, &args).await;
+    assert!(status.success(), "{err}");
+    assert!(stdout.contains("scripted/default"), "{stdout}");
+    // Without a client certificate the handshake fails.
+    let args = tls(false);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (status, _, _) = cli(&url, &args).await;
+    assert!(!status.success());
+    assert!(host.terminate().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_streams_a_tool_call_and_exits_zero() {
+    let out = guard(
+        "demo",
+        Command::new(HOST)
+            .arg("demo")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for expected in [
+        "→ bash {\"command\":\"ls\"}",
+        "✓ bash",
+        "  │ README.md",
+        "  │ hello.txt",
+        "Here is the result of `bash`:",
+        "[turn settled (stop)",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+}

@@ -1,0 +1,182 @@
+//! Shared helpers: hang guards, an in-process host, and calls.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_client::{Client, ClientConfig, Endpoint, Subscription};
+use baton_host::clock::SystemClock;
+use baton_host::models::ModelRegistry;
+use baton_host::provider::scripted::ScriptedConfig;
+use baton_host::service::ServiceHost;
+use baton_host::session::{FsyncPolicy, HostConfig, SessionManager};
+use baton_protocol::chord::ServiceCall;
+use baton_protocol::{ServerId, Value};
+use baton_server::{Listener, Server, ServerConfig};
+use tempfile::TempDir;
+
+/// How long anything may take before the test is declared hung.
+pub(crate) const HANG: Duration = Duration::from_secs(120);
+
+/// Awaits `f`, failing the test if it hangs.
+pub(crate) async fn guard<T>(what: &str, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(HANG, f)
+        .await
+        .unwrap_or_else(|_| panic!("hung: {what}"))
+}
+
+/// A chord call value.
+pub(crate) fn call(service: &str, member: &str, args: Vec<Value>) -> Value {
+    ServiceCall::new(service, member, args).into_value()
+}
+
+/// JSON text as a value.
+pub(crate) fn v(json: &str) -> Value {
+    Value::from_json(json).unwrap()
+}
+
+/// `value[key]` for a map.
+pub(crate) fn get<'a>(value: &'a Value, key: &str) -> &'a Value {
+    static NULL: Value = Value::Null;
+    value.as_map().and_then(|m| m.get(key)).unwrap_or(&NULL)
+}
+
+/// The transcript array of a `pi.session` state.
+pub(crate) fn transcript(state: &Value) -> Vec<Value> {
+    get(state, "transcript")
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The joined text blocks of an item's content.
+pub(crate) fn text_of(item: &Value) -> String {
+    get(item, "content")
+        .as_array()
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter(|b| get(b, "type").as_str() == Some("text"))
+                .filter_map(|b| get(b, "text").as_str())
+                .collect::<String>()
+        })
+        .unwrap_or_default()
+}
+
+/// The value of state member `member` of a subscription.
+pub(crate) fn member(sub: &Subscription, member: &str) -> Value {
+    sub.state()
+        .value(None, member)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Waits until the subscription's `member` satisfies `f` (checked after every change).
+pub(crate) async fn until(
+    what: &str,
+    sub: &Subscription,
+    name: &str,
+    f: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut watch = sub.watch();
+    guard(what, async {
+        loop {
+            let current = member(sub, name);
+            if f(&current) {
+                return current;
+            }
+            watch.changed().await.expect("subscription ended");
+        }
+    })
+    .await
+}
+
+/// An in-process host serving a temporary sessions directory on a Unix socket.
+pub(crate) struct Harness {
+    pub(crate) host: ServiceHost,
+    pub(crate) server: Server<ServiceHost>,
+    pub(crate) socket: PathBuf,
+    pub(crate) project: PathBuf,
+    pub(crate) _dir: TempDir,
+}
+
+impl Harness {
+    /// A host whose scripted model streams one token per millisecond.
+    pub(crate) async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        let mut config = HostConfig::new(dir.path().join("sessions"));
+        config.default_cwd = project.clone();
+        config.fsync = FsyncPolicy::Never;
+        let manager = SessionManager::new(
+            config,
+            ModelRegistry::scripted(ScriptedConfig {
+                token_delay: Duration::from_millis(1),
+            }),
+            Arc::new(SystemClock),
+        )
+        .unwrap();
+        let host = ServiceHost::new(manager).unwrap();
+        let server_id = ServerId::parse("00000000-0000-4000-8000-0000000000e2").unwrap();
+        let server = Server::start(
+            ServerConfig::new(server_id),
+            host.clone(),
+            vec![Listener::unix(dir.path().join("run"))],
+        )
+        .await
+        .unwrap();
+        let socket = server.local_addrs()[0].unix_path().unwrap().to_path_buf();
+        Self {
+            host,
+            server,
+            socket,
+            project,
+            _dir: dir,
+        }
+    }
+
+    /// A connected client.
+    pub(crate) async fn client(&self) -> Client {
+        guard(
+            "connect",
+            Client::connect(ClientConfig::new(Endpoint::Unix(self.socket.clone()))),
+        )
+        .await
+        .unwrap()
+    }
+
+    /// Creates a session (through `client`) and returns its id.
+    pub(crate) async fn create(&self, client: &Client, options: &str) -> String {
+        let created = guard(
+            "create",
+            client.request(
+                client.server_target(),
+                call("pi.session-management", "create", vec![v(options)]),
+            ),
+        )
+        .await
+        .unwrap()
+        .into_value();
+        get(&created, "sessionId").as_str().unwrap().to_owned()
+    }
+
+    /// The runtime's own view of a session, in its published form.
+    pub(crate) fn runtime_state(&self, id: &str) -> Value {
+        let session = self.host.manager().open(id).unwrap();
+        baton_host::service::session_state_value(&session.snapshot().state).unwrap()
+    }
+
+    /// Drains and stops.
+    pub(crate) async fn stop(self) {
+        self.host.begin_shutdown();
+        guard("server close", self.server.close()).await.unwrap();
+        guard("host shutdown", self.host.shutdown()).await;
+    }
+}
+
+/// The project directory of a harness, as text.
+pub(crate) fn display(p: &Path) -> String {
+    p.display().to_string()
+}
