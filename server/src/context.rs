@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
@@ -60,19 +61,43 @@ impl Peer {
 pub struct Context {
     cancellation: CancellationToken,
     peer: Option<Arc<Peer>>,
+    /// For a request: set when the client sent `cancel` for it.
+    cancel_requested: Option<Arc<AtomicBool>>,
 }
 
 impl Context {
     pub(crate) fn new(cancellation: CancellationToken, peer: Option<Arc<Peer>>) -> Self {
-        Self { cancellation, peer }
+        Self {
+            cancellation,
+            peer,
+            cancel_requested: None,
+        }
+    }
+
+    pub(crate) fn for_request(
+        cancellation: CancellationToken,
+        peer: Arc<Peer>,
+        cancel_requested: Arc<AtomicBool>,
+    ) -> Self {
+        Self {
+            cancellation,
+            peer: Some(peer),
+            cancel_requested: Some(cancel_requested),
+        }
+    }
+
+    /// True when the client explicitly cancelled this request (a `cancel` frame), as opposed
+    /// to the cancellation that comes with a disconnect or a server shutdown. A host can use
+    /// it to keep long work (an agent's turn) running when only the client went away.
+    pub fn cancel_requested(&self) -> bool {
+        self.cancel_requested
+            .as_ref()
+            .is_some_and(|r| r.load(Ordering::Acquire))
     }
 
     /// A context with no peer that is never cancelled (for tests and host-internal calls).
     pub fn background() -> Self {
-        Self {
-            cancellation: CancellationToken::new(),
-            peer: None,
-        }
+        Self::new(CancellationToken::new(), None)
     }
 
     /// The cancellation signal.

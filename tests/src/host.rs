@@ -38,6 +38,8 @@ pub struct Inner {
     pub services_released: usize,
     /// Calls that saw their context cancelled.
     pub cancelled_calls: usize,
+    /// Of those, the ones cancelled by the client's own `cancel` (not a disconnect).
+    pub explicit_cancels: usize,
     /// Every publish outcome of `test.counter`.
     pub published: Vec<Published>,
     /// Make the next opens fail (with a private error).
@@ -277,7 +279,11 @@ impl TestHost {
                     tokio::select! {
                         () = self.pass(&gate) => Ok(Some(Value::from(gate.as_str()))),
                         () = ctx.cancelled() => {
-                            self.with(|i| i.cancelled_calls += 1);
+                            let explicit = ctx.cancel_requested();
+                            self.with(|i| {
+                                i.cancelled_calls += 1;
+                                i.explicit_cancels += usize::from(explicit);
+                            });
                             Err(ServiceError::internal("aborted by the client"))
                         }
                     }

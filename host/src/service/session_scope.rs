@@ -121,8 +121,14 @@ impl SessionLease {
             biased;
             outcome = &mut wait => outcome,
             () = ctx.cancelled() => {
-                // The client cancelled (or left): the turn stops like `abort`. Wait for it to
-                // settle so the aborted message is recorded before the call ends.
+                if !ctx.cancel_requested() {
+                    // The client left (or the server is closing, which aborts turns itself).
+                    // The turn belongs to the session, not to this request: it runs on, and a
+                    // client that attaches later sees its result.
+                    return Err(ServiceError::internal("the prompting client disconnected"));
+                }
+                // An explicit cancel stops the turn like `abort`. Wait for it to settle so the
+                // aborted message is recorded before the call ends.
                 session.abort();
                 let _ = wait.await;
                 return Err(ServiceError::internal("prompt cancelled by the client"));

@@ -548,3 +548,72 @@ async fn remove_detaches_every_client_and_deletes_the_session() {
     user.close().await;
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_outlives_the_client_that_prompted_it() {
+    let h = Harness::start().await;
+    // The tool blocks on a FIFO until the test writes to it, so the turn is certainly
+    // mid-tool when the prompting client goes away.
+    let fifo = h.project.join("gate");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let first = h.client().await;
+    let id = h.create(&first, "{}").await;
+    let session = guard("attach", first.attach(&id)).await.unwrap();
+    let sub = guard(
+        "subscribe",
+        session.subscribe("pi.session", ServiceMode::Singleton),
+    )
+    .await
+    .unwrap();
+    let text = format!("run `cat {}`", display(&fifo));
+    let prompting = session.request(prompt(&text));
+    tokio::pin!(prompting);
+    tokio::select! {
+        r = &mut prompting => panic!("the turn cannot finish before the gate opens: {r:?}"),
+        _ = until("tool running", &sub, "state", tool_running) => {}
+    }
+    // Leave without cancelling: the connection just goes away (dropping the request future
+    // instead would send `cancel`, which does stop the turn).
+    first.close().await;
+    let lost = prompting.await.unwrap_err();
+    assert!(
+        matches!(lost, baton_client::RequestError::OutcomeUnknown(_)),
+        "{lost}"
+    );
+    drop(sub);
+
+    // Another client attaches and sees the same turn finish normally once the tool can.
+    let second = h.client().await;
+    let session = guard("re-attach", second.attach(&id)).await.unwrap();
+    let sub = guard(
+        "re-subscribe",
+        session.subscribe("pi.session", ServiceMode::Singleton),
+    )
+    .await
+    .unwrap();
+    assert!(
+        tool_running(&member(&sub, "state")),
+        "the turn was not aborted by the disconnect"
+    );
+    let writer = std::thread::spawn(move || std::fs::write(&fifo, "released\n"));
+    let state = until("turn settles", &sub, "state", idle_and_settled).await;
+    writer.join().unwrap().unwrap();
+    let items = transcript(&state);
+    let tool = items.iter().rev().find(|i| role(i) == "tool").unwrap();
+    assert_eq!(status(tool), "complete", "{}", tool.to_json());
+    assert!(text_of(tool).contains("released"), "{}", tool.to_json());
+    let last = items.last().unwrap();
+    assert_eq!(
+        (role(last), status(last)),
+        ("assistant", "complete"),
+        "{}",
+        last.to_json()
+    );
+    drop(sub);
+    second.close().await;
+    h.stop().await;
+}

@@ -292,9 +292,10 @@ fn spawn_request<H: ServerHost>(
                 target,
                 call,
                 cancel,
+                cancel_requested,
             } = d;
             let conn_id = peer.connection_id;
-            let ctx = Context::new(cancel, Some(peer));
+            let ctx = Context::for_request(cancel, peer, cancel_requested);
             let publisher = Publisher::new(Arc::downgrade(&shared));
             let work = async {
                 match &target {

@@ -13,6 +13,8 @@
 //! duplicate subscription (and the subscription limit), dispatch.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use baton_protocol::codec::encode_frame;
@@ -54,6 +56,8 @@ struct Active {
     target: Target,
     kind: RequestKind,
     cancel: CancellationToken,
+    /// Set when the client itself sent `cancel` (as opposed to leaving or a shutdown).
+    requested: Arc<AtomicBool>,
 }
 
 #[derive(Debug)]
@@ -80,6 +84,7 @@ pub(crate) struct Dispatch {
     pub(crate) target: Target,
     pub(crate) call: ServiceCall,
     pub(crate) cancel: CancellationToken,
+    pub(crate) cancel_requested: Arc<AtomicBool>,
 }
 
 /// What the driver must do after [`ConnState::handle_message`].
@@ -569,12 +574,14 @@ impl ConnState {
         };
         //# 3. register; 7. dispatch
         let cancel = CancellationToken::new();
+        let requested = Arc::new(AtomicBool::new(false));
         self.active.insert(
             r.id.clone(),
             Active {
                 target: r.target.clone(),
                 kind,
                 cancel: cancel.clone(),
+                requested: Arc::clone(&requested),
             },
         );
         Step::Dispatch(Box::new(Dispatch {
@@ -582,6 +589,7 @@ impl ConnState {
             target: r.target,
             call,
             cancel,
+            cancel_requested: requested,
         }))
     }
 
@@ -594,6 +602,7 @@ impl ConnState {
         if let Some(active) = self.active.get(&c.id)
             && active.target == c.target
         {
+            active.requested.store(true, Ordering::Release);
             active.cancel.cancel();
         }
     }

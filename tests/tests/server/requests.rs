@@ -161,6 +161,8 @@ async fn cancel_of_a_cooperating_request_answers_cancelled_once() {
         p.expect_response(&rid).await,
         error("cancelled", "RPC request cancelled")
     );
+    // The host can tell an explicit cancel from a disconnect.
+    assert_eq!(host.lock().explicit_cancels, 1);
     // Exactly one response: the next message answers the next request.
     let next = p
         .request(
@@ -249,6 +251,8 @@ async fn disconnect_cancels_active_requests() {
     drop(p);
     host.until("call cancelled", |i| i.cancelled_calls == 1)
         .await;
+    // Cancelled by the disconnect, not by the client: hosts may let such work run on.
+    assert_eq!(host.lock().explicit_cancels, 0);
     host.until("services released", |i| i.services_released == 1)
         .await;
     guard("close", s.server.close()).await.unwrap();

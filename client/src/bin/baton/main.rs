@@ -65,6 +65,13 @@ impl From<ConnectError> for Failure {
 
 impl From<std::io::Error> for Failure {
     fn from(e: std::io::Error) -> Self {
+        // The reader went away (`baton … | head`): stop quietly, as Unix tools do.
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return Self {
+                status: 0,
+                message: String::new(),
+            };
+        }
         Self::op(format!("output error: {e}"))
     }
 }
@@ -94,6 +101,7 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(args)) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(f) if f.message.is_empty() => ExitCode::from(f.status),
         Err(f) => {
             eprintln!("baton: {}", f.message);
             ExitCode::from(f.status)
@@ -469,7 +477,12 @@ async fn interactive(client: &Client, args: &Args, session_id: &str) -> Result<(
     let mut interrupts = signal(SignalKind::interrupt())?;
     let mut running: Option<PendingPrompt> = None;
     let mut interrupted_once = false;
+    // At end of input (e.g. prompts piped in), a running turn still finishes before we exit.
+    let mut input_done = false;
     loop {
+        if input_done && running.is_none() {
+            return Ok(());
+        }
         tokio::select! {
             reply = async { running.as_mut().expect("guarded by the if").await }, if running.is_some() => {
                 running = None;
@@ -493,8 +506,11 @@ async fn interactive(client: &Client, args: &Args, session_id: &str) -> Result<(
                     return Ok(());
                 }
             }
-            line = lines.next_line() => {
-                let Some(line) = line? else { return Ok(()) };
+            line = lines.next_line(), if !input_done => {
+                let Some(line) = line? else {
+                    input_done = true;
+                    continue;
+                };
                 let line = line.trim().to_owned();
                 if line.is_empty() {
                     continue;

@@ -207,11 +207,19 @@ impl Tracker {
 }
 
 /// Writes pieces for a person: streamed text inline, tools and results indented.
-#[derive(Default)]
 pub(crate) struct Printer {
     /// The (item, kind) currently streaming, to know when a new line is needed.
     streaming: Option<(String, &'static str)>,
     at_line_start: bool,
+}
+
+impl Default for Printer {
+    fn default() -> Self {
+        Self {
+            streaming: None,
+            at_line_start: true,
+        }
+    }
 }
 
 const MAX_RESULT_LINES: usize = 12;
