@@ -222,7 +222,7 @@ pub fn decode_payload_via_value<M: WireMessage>(
     M::parse_value(value).map_err(|_| DecodeError::InvalidMessage { side })
 }
 
-/// Validates a [`Value`] as a message (what [`decode_payload`] does after CBOR).
+/// Validates a [`Value`](crate::Value) as a message (what [`decode_payload`] does after CBOR).
 ///
 /// # Errors
 /// [`DecodeError::InvalidMessage`] if it is not a valid envelope.
@@ -230,7 +230,7 @@ pub fn from_value<M: WireMessage>(value: crate::Value) -> Result<M, DecodeError>
     M::parse_value(value).map_err(|_| DecodeError::InvalidMessage { side: M::SIDE })
 }
 
-/// The message as a [`Value`], keys in wire order (for logs, JSON tooling and tests).
+/// The message as a [`Value`](crate::Value), keys in wire order (for logs, JSON tooling and tests).
 pub fn to_value<M: WireMessage>(msg: &M) -> crate::Value {
     let limits = CborLimits {
         max_byte_length: u32::MAX,

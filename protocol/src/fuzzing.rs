@@ -406,7 +406,7 @@ pub fn is_canonical(bytes: &[u8]) -> bool {
 /// array of wire ops); if odd, the rest drives a small generator ([`ValueSource`]) that builds
 /// an initial state and batches of plausible and broken wire ops. Checks, batch by batch until
 /// the first decode or apply error: no panic; every decoded op re-parses from its tuple form;
-/// a lockstep [`OpEncoder`]/[`OpDecoder`] pair round-trips the decoded batch; [`apply`] and
+/// a lockstep [`OpEncoder`]/[`OpDecoder`] pair round-trips the decoded batch; [`apply`](crate::chord::apply) and
 /// [`apply_owned`] agree on the result and the error.
 ///
 /// [`apply_owned`]: crate::chord::apply_owned
