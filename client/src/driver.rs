@@ -546,22 +546,7 @@ impl Driver {
     /// Requests that were sent may have run: their outcome is unknown.
     fn fail_in_flight(&mut self, reason: &str) {
         self.abandoned.clear();
-        for (_, pending) in self.pending.drain() {
-            let err = RequestError::OutcomeUnknown(reason.to_owned());
-            match pending {
-                Pending::User { reply, .. } | Pending::Detach { reply } => {
-                    let _ = reply.send(Err(err));
-                }
-                Pending::Attach {
-                    reply: Some(reply), ..
-                } => {
-                    let _ = reply.send(Err(err));
-                }
-                Pending::Attach { reply: None, .. }
-                | Pending::Subscribe { .. }
-                | Pending::Internal => {}
-            }
-        }
+        self.fail_pending(reason);
         self.attachment.send_replace(None);
         self.subs.connection_lost(reason);
     }
@@ -607,7 +592,8 @@ impl Driver {
         }
     }
 
-    fn finish(&mut self, reason: &str) {
+    /// Every sent request whose answer will never come may have run: its outcome is unknown.
+    fn fail_pending(&mut self, reason: &str) {
         for (_, pending) in self.pending.drain() {
             let err = RequestError::OutcomeUnknown(reason.to_owned());
             match pending {
@@ -624,6 +610,10 @@ impl Driver {
                 | Pending::Internal => {}
             }
         }
+    }
+
+    fn finish(&mut self, reason: &str) {
+        self.fail_pending(reason);
         self.commands.close();
         while let Ok(cmd) = self.commands.try_recv() {
             reject_unsent(cmd, reason);

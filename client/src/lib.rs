@@ -17,6 +17,8 @@
 //! * [`Client::subscribe`] / [`Session::subscribe`] return a [`Subscription`]: a replica plus
 //!   a stream of [`SubscriptionEvent`]s.
 //!
+//! * [`view`] renders a `pi.session` transcript live, for terminals and scripts.
+//!
 //! ## Cancellation
 //! Dropping a request future cancels it: the pending entry is removed and, if the request was
 //! already sent, a `cancel` goes to the server. A cancellation token or timeout in
@@ -40,6 +42,7 @@ mod status;
 mod subscription;
 mod tls;
 mod transport;
+pub mod view;
 
 pub use client::{Client, RequestOptions};
 pub use config::{

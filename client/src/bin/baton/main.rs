@@ -9,7 +9,6 @@
 )]
 
 mod args;
-mod render;
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -18,13 +17,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use args::{Args, Command, USAGE, UsageError};
+use baton_client::view::{Printer, Tracker, phase, piece_json};
 use baton_client::{
     Client, ClientConfig, ConnectError, Endpoint, Reply, RequestError, RequestOptions, Session,
     Subscription, SubscriptionEvent, TlsOptions,
 };
 use baton_protocol::chord::{ServiceCall, ServiceMode};
 use baton_protocol::{Map, ServerId, Value, unix};
-use render::{Printer, Tracker, phase, piece_json};
 use tokio::io::AsyncBufReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 

@@ -15,8 +15,8 @@ use baton_protocol::{Map, Value};
 use baton_server::{Listener, Server, ServerConfig};
 
 use crate::Failure;
-use crate::render::Renderer;
 use crate::serve::random_server_id;
+use baton_client::view::{Printer, Tracker};
 
 const PROMPT: &str = "Please run `ls` in the project directory.";
 
@@ -113,7 +113,7 @@ async fn converse(socket: &std::path::Path) -> Result<(), Failure> {
             .await
             .map_err(|e| Failure::from_error("subscribe failed", &e))?;
 
-        let mut renderer = Renderer::default();
+        let (mut tracker, mut printer) = (Tracker::default(), Printer::default());
         let (mut updates, mut appends) = (0usize, 0usize);
         let request = session.request(call("pi.session", "prompt", vec![Value::from(PROMPT)]));
         tokio::pin!(request);
@@ -135,13 +135,15 @@ async fn converse(socket: &std::path::Path) -> Result<(), Failure> {
                 },
             }
             let state = sub.state().value(None, "state").cloned().unwrap_or(Value::Null);
-            renderer
-                .render(&state, &mut out)
-                .map_err(io("output error"))?;
+            for piece in tracker.advance(&state) {
+                printer.print(&mut out, &piece).map_err(io("output error"))?;
+            }
         };
         // Updates precede the response on the wire: the replica holds the final state.
         let state = sub.state().value(None, "state").cloned().unwrap_or(Value::Null);
-        renderer.render(&state, &mut out).map_err(io("output error"))?;
+        for piece in tracker.advance(&state) {
+            printer.print(&mut out, &piece).map_err(io("output error"))?;
+        }
         let reply = reply
             .map_err(|e| Failure::from_error("prompt failed", &e))?
             .into_value();

@@ -7,7 +7,6 @@
 mod args;
 mod certs;
 mod demo;
-mod render;
 mod serve;
 
 use std::io::Write;

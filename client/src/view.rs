@@ -1,7 +1,9 @@
-//! Renders successive `pi.session` states as a live transcript.
+//! A live view of a `pi.session` transcript (see `docs/services.md`), for terminals and
+//! scripts: [`Tracker`] turns successive states into [`Piece`]s, [`Printer`] writes them for a
+//! person, [`piece_json`] for a machine.
 //!
 //! It works from whole states, not from individual ops, so it is exact after a lag or a
-//! resubscribe: it remembers how much of each item it has printed and prints the rest.
+//! resubscribe: it remembers how much of each item it has shown and shows the rest.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -10,39 +12,62 @@ use baton_protocol::{Map, Value};
 
 /// One thing that changed, in the order it should be shown.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Piece {
+pub enum Piece {
+    /// A user message.
     User(String),
+    /// More thinking text of an assistant item.
     Thinking {
+        /// The transcript item id.
         item: String,
+        /// The new text.
         delta: String,
     },
+    /// More reply text of an assistant item.
     Text {
+        /// The transcript item id.
         item: String,
+        /// The new text.
         delta: String,
     },
+    /// The assistant called a tool.
     ToolCall {
+        /// The transcript item id.
         item: String,
+        /// The tool.
         name: String,
+        /// Its arguments.
         arguments: Value,
     },
+    /// A tool finished.
     ToolResult {
+        /// The tool.
         name: String,
+        /// Its text output.
         text: String,
+        /// True when the tool failed.
         is_error: bool,
     },
+    /// A user's `!command` finished.
     Bash {
+        /// The command line.
         command: String,
+        /// Its (possibly truncated) output.
         output: String,
+        /// Its exit code (none when killed).
         exit_code: Option<i64>,
     },
+    /// An assistant item settled.
     Settled {
+        /// The transcript item id.
         item: String,
+        /// `complete`, `error` or `aborted`.
         status: String,
+        /// The error message for `error`.
         error: Option<String>,
     },
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Progress {
     /// Characters printed per content block.
     printed: Vec<usize>,
@@ -52,8 +77,8 @@ struct Progress {
 }
 
 /// Tracks what has been shown.
-#[derive(Default)]
-pub(crate) struct Tracker {
+#[derive(Debug, Default)]
+pub struct Tracker {
     progress: HashMap<String, Progress>,
     /// Items present before we started: not shown.
     skip: HashMap<String, ()>,
@@ -79,7 +104,7 @@ fn text_of(content: Option<&Value>) -> String {
 }
 
 /// The transcript array of a `pi.session` state.
-pub(crate) fn transcript(state: &Value) -> &[Value] {
+pub fn transcript(state: &Value) -> &[Value] {
     state
         .as_map()
         .and_then(|m| m.get("transcript"))
@@ -88,13 +113,13 @@ pub(crate) fn transcript(state: &Value) -> &[Value] {
 }
 
 /// The `phase` of a `pi.session` state.
-pub(crate) fn phase(state: &Value) -> &str {
+pub fn phase(state: &Value) -> &str {
     state.as_map().map(|m| str_of(m, "phase")).unwrap_or("")
 }
 
 impl Tracker {
     /// Marks everything in `state` as already shown.
-    pub(crate) fn skip_existing(&mut self, state: &Value) {
+    pub fn skip_existing(&mut self, state: &Value) {
         for item in transcript(state) {
             if let Some(id) = item.as_map().map(|m| str_of(m, "id")) {
                 self.skip.insert(id.to_owned(), ());
@@ -103,7 +128,7 @@ impl Tracker {
     }
 
     /// What is new in `state` since the last call.
-    pub(crate) fn advance(&mut self, state: &Value) -> Vec<Piece> {
+    pub fn advance(&mut self, state: &Value) -> Vec<Piece> {
         let mut out = Vec::new();
         for item in transcript(state) {
             let Some(m) = item.as_map() else { continue };
@@ -207,7 +232,8 @@ impl Tracker {
 }
 
 /// Writes pieces for a person: streamed text inline, tools and results indented.
-pub(crate) struct Printer {
+#[derive(Debug)]
+pub struct Printer {
     /// The (item, kind) currently streaming, to know when a new line is needed.
     streaming: Option<(String, &'static str)>,
     at_line_start: bool,
@@ -258,7 +284,11 @@ impl Printer {
         Ok(())
     }
 
-    pub(crate) fn print(&mut self, out: &mut impl Write, piece: &Piece) -> std::io::Result<()> {
+    /// Writes one piece and flushes.
+    ///
+    /// # Errors
+    /// The writer's.
+    pub fn print(&mut self, out: &mut impl Write, piece: &Piece) -> std::io::Result<()> {
         match piece {
             Piece::User(text) => {
                 self.ensure_newline(out)?;
@@ -322,7 +352,7 @@ impl Printer {
 }
 
 /// The JSON-lines form of a piece, for `--json`.
-pub(crate) fn piece_json(piece: &Piece) -> Value {
+pub fn piece_json(piece: &Piece) -> Value {
     let mut m = Map::new();
     let mut put = |k: &str, v: Value| {
         m.insert(k, v);
