@@ -61,6 +61,21 @@ impl TestCa {
         self.sign(params)
     }
 
+    /// Like [`Self::client`], but valid only during the year 2000: long expired.
+    pub fn expired_client(&self, common_name: &str) -> Identity {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("client params");
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "Baton Tests");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        params.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2000, 12, 31);
+        self.sign(params)
+    }
+
     fn sign(&self, params: CertificateParams) -> Identity {
         let key = KeyPair::generate().expect("generate key");
         let cert = params.signed_by(&key, &self.issuer).expect("sign");

@@ -48,6 +48,13 @@ pub struct Inner {
     pub race_updates: usize,
     /// Size of the `blob` string each bump writes.
     pub blob_len: usize,
+    /// Identity policy for the handshake: `attach_client` of a peer whose
+    /// [`identity_key`] is listed fails with that `(code, message)` (the client gets it as
+    /// `hello_error`). An empty code makes it an internal error whose text is `message`.
+    pub refuse_clients: HashMap<String, (String, String)>,
+    /// Identity policy for sessions: `resolve_session` for a peer whose [`identity_key`] is
+    /// listed fails with that `(code, message)` (the attach request gets it as its error).
+    pub refuse_sessions: HashMap<String, (String, String)>,
     counter: Counter,
     terminators: HashMap<String, Arc<Notify>>,
 }
@@ -265,6 +272,10 @@ impl TestHost {
             ("test", "echo", _) => Ok(Some(call.args.first().cloned().unwrap_or(Value::Null))),
             ("test", "void", _) => Ok(None),
             ("test", "fail", _) => Err(ServiceError::internal("private adapter detail")),
+            // A host error carrying whatever detail the test chooses (paths, secrets).
+            ("test", "fail_with", _) => Err(ServiceError::internal(arg(0))),
+            // A host bug: the call panics with the test's message.
+            ("test", "panic", _) => panic!("test host panic: {}", arg(0)),
             ("test", "error", _) => Err(ServiceError::new(&arg(0), arg(1))),
             ("test", "big", _) => {
                 let n = call.args.first().and_then(Value::as_u64).unwrap_or(0);
@@ -366,6 +377,21 @@ fn publish_all(i: &mut Inner, update: &SharedUpdate) {
         }
     }
     i.counter.subscribers = keep;
+}
+
+/// The key the host's identity policies use: `cn:<common name>` for a verified TLS client
+/// certificate, `tls:anonymous` for TLS without one, `uid:<uid>` for a Unix peer, `tcp` for
+/// plain TCP.
+pub fn identity_key(identity: &PeerIdentity) -> String {
+    match identity {
+        PeerIdentity::Unix { uid, .. } => format!("uid:{uid}"),
+        PeerIdentity::Tls {
+            client_certificate: Some(cert),
+            ..
+        } => format!("cn:{}", cert.common_name().unwrap_or_default()),
+        PeerIdentity::Tls { .. } => "tls:anonymous".to_owned(),
+        _ => "tcp".to_owned(),
+    }
 }
 
 /// What `resolve_session` returns.
@@ -473,10 +499,19 @@ impl ServerHost for TestHost {
         ctx: Context,
     ) -> Result<TestServices, ServiceError> {
         let peer = ctx.identity().cloned();
-        self.with(|i| {
+        let refused = self.with(|i| {
+            let key = peer.as_ref().map(identity_key).unwrap_or_default();
             i.peers.push(peer);
             i.events.push("attach_client".into());
+            i.refuse_clients.get(&key).cloned()
         });
+        if let Some((code, message)) = refused {
+            self.event("refused client");
+            if code.is_empty() {
+                return Err(ServiceError::internal(message));
+            }
+            return Err(ServiceError::new(&code, message));
+        }
         self.pass(gates::ATTACH_CLIENT).await;
         Ok(TestServices {
             host: self.clone(),
@@ -487,8 +522,14 @@ impl ServerHost for TestHost {
     async fn resolve_session(
         &self,
         session_id: &str,
-        _ctx: Context,
+        ctx: Context,
     ) -> Result<Metadata, ServiceError> {
+        let key = ctx.identity().map(identity_key).unwrap_or_default();
+        let refused = self.lock().refuse_sessions.get(&key).cloned();
+        if let Some((code, message)) = refused {
+            self.event(format!("refused session {session_id} to {key}"));
+            return Err(ServiceError::new(&code, message));
+        }
         let sessions = self.lock().sessions.clone();
         if sessions.iter().any(|s| s == session_id) {
             return Ok(Metadata {

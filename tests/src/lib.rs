@@ -6,6 +6,7 @@
 
 pub mod certs;
 pub mod host;
+pub mod notation;
 pub mod peer;
 pub mod server;
 
@@ -31,6 +32,27 @@ pub async fn guard<F: Future>(what: &str, fut: F) -> F::Output {
         Ok(v) => v,
         Err(_) => panic!("hung waiting for {what}"),
     }
+}
+
+/// This process's resident set size in bytes (`VmRSS` in `/proc/self/status`). The test
+/// server runs in-process, so this bounds the server's memory too.
+pub fn vm_rss_bytes() -> u64 {
+    proc_status_bytes("VmRSS:")
+}
+
+/// This process's peak resident set size in bytes (`VmHWM` in `/proc/self/status`).
+pub fn vm_hwm_bytes() -> u64 {
+    proc_status_bytes("VmHWM:")
+}
+
+fn proc_status_bytes(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("a /proc/self/status memory line");
+    kib * 1024
 }
 
 /// A fresh private temporary directory (removed on drop).

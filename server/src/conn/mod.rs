@@ -297,12 +297,12 @@ fn spawn_request<H: ServerHost>(
             let conn_id = peer.connection_id;
             let ctx = Context::for_request(cancel, peer, cancel_requested);
             let publisher = Publisher::new(Arc::downgrade(&shared));
-            let work = async {
+            let work = catch_unwind(async {
                 match &target {
                     Target::Server(_) => services.invoke_service(call, publisher, ctx).await,
                     Target::Session(t) => router.execute(conn_id, t, call, publisher, ctx).await,
                 }
-            };
+            });
             let result = tokio::select! {
                 r = work => r,
                 () = hard_stop.cancelled() => {
@@ -314,6 +314,30 @@ fn spawn_request<H: ServerHost>(
         }
         .instrument(span),
     );
+}
+
+/// Runs a host call, turning a panic into an internal error (answered `internal_error`,
+/// logged) so a panicking host cannot leave a request unanswered or its id active forever.
+async fn catch_unwind<F>(work: F) -> crate::host::CallResult
+where
+    F: Future<Output = crate::host::CallResult>,
+{
+    let mut work = std::pin::pin!(work);
+    std::future::poll_fn(|cx| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work.as_mut().poll(cx))) {
+            Ok(poll) => poll,
+            Err(panic) => {
+                let detail = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                tracing::error!(panic = %detail, "host call panicked");
+                std::task::Poll::Ready(Err(ServiceError::internal("host call panicked")))
+            }
+        }
+    })
+    .await
 }
 
 enum Next {
