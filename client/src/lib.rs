@@ -37,6 +37,8 @@ mod connect;
 mod driver;
 mod endpoint;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod session;
 mod status;
 mod subscription;

@@ -40,6 +40,8 @@
 
 pub mod agent;
 pub mod clock;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod message;
 pub mod models;
 pub mod projection;

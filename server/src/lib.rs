@@ -60,6 +60,8 @@ mod config;
 mod conn;
 mod context;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod host;
 mod identity;
 pub mod listen;

@@ -244,7 +244,7 @@ impl SessionFile {
     }
 }
 
-fn parse(path: &Path, bytes: &[u8]) -> Result<Loaded, StoreError> {
+pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<Loaded, StoreError> {
     let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
     let torn_tail_bytes = bytes.len() - complete;
     let mut lines = bytes[..complete]

@@ -11,6 +11,8 @@ mod view;
 pub use entry::{EntryKind, FORMAT_VERSION, SessionEntry, SessionHeader};
 pub use error::{SessionError, StoreError};
 pub use file::{FsyncPolicy, Loaded, SessionFile};
+// The pure reader behind `SessionFile::open`, for `crate::fuzzing`.
+pub(crate) use file::parse as parse_file;
 pub use manager::{CreateOptions, HostConfig, SessionManager};
 pub use runtime::{
     BashOutcome, DEFAULT_EVENT_CAPACITY, MAX_QUEUED_STEER, MAX_RUNNING_COMMANDS, PromptOutcome,

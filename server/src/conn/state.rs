@@ -454,13 +454,11 @@ impl ConnState {
     }
 
     /// Requests in flight.
-    #[cfg(test)]
     pub(crate) fn active_requests(&self) -> usize {
         self.active.len()
     }
 
     /// Outbound bytes queued or being written.
-    #[cfg(test)]
     pub(crate) fn pending_bytes(&self) -> usize {
         self.out.pending_bytes()
     }
