@@ -236,6 +236,7 @@ pub fn to_value<M: WireMessage>(msg: &M) -> crate::Value {
         max_byte_length: u32::MAX,
         max_container_length: u32::MAX,
         max_depth: crate::limits::MAX_CONFIGURABLE_CBOR_DEPTH,
+        max_total_items: u32::MAX,
     };
     let mut buf = Vec::new();
     // Our own messages always re-decode: they were built from valid parts.

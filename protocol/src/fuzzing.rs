@@ -283,6 +283,7 @@ pub fn cbor_value(data: &[u8]) {
         max_byte_length: 64,
         max_container_length: 4,
         max_depth: 3,
+        max_total_items: 16,
     };
     let tight_result = cbor::decode_value(data, &tight);
     match cbor::decode_value(data, &limits) {

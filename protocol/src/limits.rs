@@ -8,6 +8,12 @@ pub const DEFAULT_MAX_CBOR_BYTE_LENGTH: u32 = 16 * 1024 * 1024;
 pub const DEFAULT_MAX_CBOR_CONTAINER_LENGTH: u32 = 1_000_000;
 /// Default maximum nesting depth (root is depth 0): 64.
 pub const DEFAULT_MAX_CBOR_DEPTH: u32 = 64;
+/// Default maximum number of items (every scalar, string, container and map key) one decoded
+/// payload may hold: 1,048,576 (2^20). Not an upstream limit: it bounds what a hostile frame
+/// can make the decoder allocate — a 16 MiB frame of one-byte items would otherwise decode to
+/// about half a GiB; with the budget a frame decodes to at most ~32 MiB of values — while a
+/// single container of the maximum length (1,000,000) still fits.
+pub const DEFAULT_MAX_CBOR_TOTAL_ITEMS: u32 = 1 << 20;
 /// Largest depth a caller may configure: 512.
 pub const MAX_CONFIGURABLE_CBOR_DEPTH: u32 = 512;
 
@@ -20,6 +26,9 @@ pub struct CborLimits {
     pub max_container_length: u32,
     /// Nesting depth; the root is depth 0 and scalars count.
     pub max_depth: u32,
+    /// Items in one decoded payload (decoder only; baton's addition, see
+    /// [`DEFAULT_MAX_CBOR_TOTAL_ITEMS`]).
+    pub max_total_items: u32,
 }
 
 impl Default for CborLimits {
@@ -28,6 +37,7 @@ impl Default for CborLimits {
             max_byte_length: DEFAULT_MAX_CBOR_BYTE_LENGTH,
             max_container_length: DEFAULT_MAX_CBOR_CONTAINER_LENGTH,
             max_depth: DEFAULT_MAX_CBOR_DEPTH,
+            max_total_items: DEFAULT_MAX_CBOR_TOTAL_ITEMS,
         }
     }
 }

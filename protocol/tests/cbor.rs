@@ -354,3 +354,54 @@ fn large_maps_reject_duplicates_too() {
     h.push_str("616100");
     assert_eq!(dec(&h).unwrap_err(), "CBOR map contains a duplicate key");
 }
+
+#[test]
+fn a_payload_may_hold_at_most_the_item_budget() {
+    // [[null, null], null]: 5 items (3 nulls, 2 arrays).
+    let five = unhex("8282f6f6f6");
+    let at = CborLimits {
+        max_total_items: 5,
+        ..CborLimits::default()
+    };
+    assert!(decode_value(&five, &at).is_ok());
+    let under = CborLimits {
+        max_total_items: 4,
+        ..CborLimits::default()
+    };
+    assert_eq!(
+        decode_value(&five, &under).unwrap_err().to_string(),
+        "CBOR item count exceeds configured limit of 4"
+    );
+    // Map keys count too: {"a": null} is 3 items.
+    let map = unhex("a16161f6");
+    let two = CborLimits {
+        max_total_items: 2,
+        ..CborLimits::default()
+    };
+    assert!(decode_value(&map, &two).is_err());
+    let three = CborLimits {
+        max_total_items: 3,
+        ..CborLimits::default()
+    };
+    assert!(decode_value(&map, &three).is_ok());
+}
+
+#[test]
+fn the_default_budget_admits_a_full_size_container_but_not_an_amplification_bomb() {
+    // One array of 1,000,000 nulls (the container limit) decodes.
+    let mut full = unhex("1a000f4240");
+    full[0] = 0x9a;
+    full.extend(std::iter::repeat_n(0xf6, 1_000_000));
+    assert!(decode_value(&full, &CborLimits::default()).is_ok());
+    // Two such arrays in one payload exceed the 1,048,576-item budget.
+    let mut bomb = vec![0x82];
+    for _ in 0..2 {
+        bomb.extend_from_slice(&full);
+    }
+    assert_eq!(
+        decode_value(&bomb, &CborLimits::default())
+            .unwrap_err()
+            .to_string(),
+        "CBOR item count exceeds configured limit of 1048576"
+    );
+}

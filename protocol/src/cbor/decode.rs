@@ -50,6 +50,8 @@ pub(crate) struct Reader<'a, 'l> {
     pos: usize,
     limits: &'l CborLimits,
     saw_bytes: bool,
+    /// Items started so far, against `max_total_items`.
+    items: u32,
 }
 
 impl<'a, 'l> Reader<'a, 'l> {
@@ -65,6 +67,7 @@ impl<'a, 'l> Reader<'a, 'l> {
             pos: 0,
             limits,
             saw_bytes: false,
+            items: 0,
         })
     }
 
@@ -88,6 +91,18 @@ impl<'a, 'l> Reader<'a, 'l> {
         Ok(())
     }
 
+    /// Counts one item (map keys included) against the payload's item budget. Every item is
+    /// counted exactly once, when its head is consumed.
+    fn count(&mut self) -> Result<(), CborError> {
+        self.items += 1;
+        if self.items > self.limits.max_total_items {
+            return Err(CborError::TooManyItems {
+                limit: self.limits.max_total_items,
+            });
+        }
+        Ok(())
+    }
+
     fn peek_major(&self) -> Result<u8, CborError> {
         self.buf
             .get(self.pos)
@@ -102,6 +117,7 @@ impl<'a, 'l> Reader<'a, 'l> {
         if self.peek_major()? != 5 {
             return Ok(None);
         }
+        self.count()?;
         let head = self.byte()?;
         let len = self.argument(head & 0x1f, 5)?;
         self.container_len(len, ContainerKind::Map).map(Some)
@@ -115,6 +131,7 @@ impl<'a, 'l> Reader<'a, 'l> {
             self.item(depth)?;
             return Ok(None);
         }
+        self.count()?;
         let head = self.byte()?;
         let len = self.argument(head & 0x1f, 3)?;
         self.text(len).map(Some)
@@ -125,10 +142,12 @@ impl<'a, 'l> Reader<'a, 'l> {
         self.check_depth(depth)?;
         match self.buf.get(self.pos) {
             Some(0xf4) => {
+                self.count()?;
                 self.pos += 1;
                 Ok(Some(false))
             }
             Some(0xf5) => {
+                self.count()?;
                 self.pos += 1;
                 Ok(Some(true))
             }
@@ -216,6 +235,7 @@ impl<'a, 'l> Reader<'a, 'l> {
     pub(crate) fn item(&mut self, depth: u32) -> Result<Value, CborError> {
         self.check_depth(depth)?;
         let head = self.byte()?;
+        self.count()?;
         let major = head >> 5;
         let ai = head & 0x1f;
         match major {
@@ -291,6 +311,7 @@ impl<'a, 'l> Reader<'a, 'l> {
         let head = *self.buf.get(self.pos).ok_or(CborError::Truncated)?;
         if head >> 5 == 3 {
             self.pos += 1;
+            self.count()?;
             let len = self.argument(head & 0x1f, 3)?;
             return self.text(len);
         }

@@ -89,6 +89,12 @@ pub enum CborError {
         /// The configured limit.
         limit: u32,
     },
+    /// More items in one payload than `max_total_items` (baton's limit, not upstream's).
+    #[error("CBOR item count exceeds configured limit of {limit}")]
+    TooManyItems {
+        /// The configured limit.
+        limit: u32,
+    },
     /// Nesting beyond `maxDepth`.
     #[error("CBOR nesting depth exceeds configured limit of {limit}")]
     DepthExceeded {

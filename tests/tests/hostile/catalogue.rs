@@ -223,6 +223,7 @@ pub(crate) const CATALOGUE: &[Entry] = &[
     e("request args declaring 1,000,000 elements", Bomb, Ready, Frame(r#"{"type":"request","id":"h","target":$T,"call":{"serviceId":"test","member":"echo","args":<9a 000f4240>}}"#), FrameError(TRUNC)),
     e("1,000,000 nulls present as an extra hello field", Bomb, Fresh, Frame(r#"{"type":"hello","version":8,"x":<9a 000f4240 f6*1000000>}"#), BadMessage),
     e("1,000,001 nulls present", Bomb, Fresh, Frame("<9a 000f4241 f6*1000001>"), FrameError("CBOR array length exceeds configured limit of 1000000")),
+    e("2 x 1,000,000 nulls: 2 MB that would decode to ~64 MB", Bomb, Fresh, Frame("<82 9a000f4240 f6*1000000 9a000f4240 f6*1000000>"), FrameError("CBOR item count exceeds configured limit of 1048576")),
     e("header declaring 16 MiB, 64 KiB sent, then EOF", Bomb, Fresh, StreamThenEof("<01000000 00*65536>"), Silent),
     e("32 connections each holding a declared 16 MiB frame", Bomb, Ready, Script(Script::DeclaredFrames(32)), Scripted { closed: true }),
     // ---- Frame lengths (docs/protocol.md §1) ----
