@@ -464,3 +464,209 @@ async fn the_demo_streams_a_tool_call_and_exits_zero() {
         );
     }
 }
+
+/// Fault suite, "client killed mid-turn" at process level: a `baton prompt` is SIGKILLed
+/// while its turn's tool is blocked (no `cancel`, the socket just dies), the host finishes
+/// the turn anyway, and a later `baton watch` shows it completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_outlives_a_sigkilled_prompt_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = HostProcess::start(
+        &[
+            "--listen",
+            &format!("unix://{}", dir.path().join("sock").display()),
+            "--sessions-dir",
+            &dir.path().join("sessions").display().to_string(),
+        ],
+        &[],
+    )
+    .await;
+    let url = host.url.clone();
+    // The tool blocks reading a FIFO until the test writes to it, so the turn is certainly
+    // mid-tool when its client dies.
+    let fifo = dir.path().join("gate");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let id = create(&url).await;
+    let command = format!("cat {}", display(&fifo));
+    let mut prompt = Command::new(baton())
+        .args([
+            "--connect",
+            &url,
+            "prompt",
+            &id,
+            &format!("run `{command}`"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(prompt.stdout.take().unwrap()).lines();
+    read_until("the turn calls its tool", &mut lines, |l| {
+        l.starts_with("→ bash")
+    })
+    .await;
+    prompt.start_kill().unwrap();
+    let status = guard("killed prompt", prompt.wait()).await.unwrap();
+    assert!(!status.success(), "SIGKILL ends the prompt: {status}");
+
+    // A new client watches the same session: the turn is still there, and it completes
+    // once the tool can.
+    let mut watch = Command::new(baton())
+        .args(["--connect", &url, "watch", &id])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let mut seen = read_until("watch shows the running tool call", &mut lines, |l| {
+        l.starts_with("→ bash")
+    })
+    .await;
+    let writer = std::thread::spawn(move || std::fs::write(&fifo, "released\n"));
+    seen.extend(
+        read_until("watch shows the turn complete", &mut lines, |l| {
+            l.contains("Here is the result of `bash`")
+        })
+        .await,
+    );
+    writer.join().unwrap().unwrap();
+    let out = seen.join("\n");
+    assert_streamed_tool_turn(&out, &command, "released");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(i32::try_from(watch.id().unwrap()).unwrap()).unwrap(),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let status = guard("watch exits", watch.wait()).await.unwrap();
+    assert!(status.success(), "watch: {status}");
+    assert!(host.terminate().await.success());
+}
+
+/// Fault suite, "host SIGKILL mid-turn with a torn tail": the host dies mid-turn and its
+/// session file ends in half a line (as a write cut by the kill leaves it). The restarted
+/// host skips the torn line, serves every settled message, takes a new turn, and that turn
+/// survives another restart (it was not glued onto the torn line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_sigkilled_mid_turn_restarts_past_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = dir.path().join("sessions");
+    let args = [
+        "--listen".to_owned(),
+        format!("unix://{}", dir.path().join("sock").display()),
+        "--sessions-dir".to_owned(),
+        sessions.display().to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut first = HostProcess::start(&args, &[]).await;
+    let id = create(&first.url).await;
+    let (status, _, err) = cli(&first.url, &["prompt", &id, "run `echo one`"]).await;
+    assert!(status.success(), "{err}");
+
+    let mut prompt = Command::new(baton())
+        .args(["--connect", &first.url, "prompt", &id, "run `sleep 20`"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(prompt.stdout.take().unwrap()).lines();
+    read_until("the second turn calls its tool", &mut lines, |l| {
+        l.starts_with("→ bash")
+    })
+    .await;
+    first.child.start_kill().unwrap();
+    guard("killed host", first.child.wait()).await.unwrap();
+    let status = guard("orphaned prompt", prompt.wait()).await.unwrap();
+    assert!(!status.success());
+
+    // The kill cut a write short: the file ends in half a line.
+    let file = find_file(&sessions, &format!("{id}.jsonl"));
+    let settled = std::fs::read(&file).unwrap();
+    assert!(settled.ends_with(b"\n"), "settled lines are whole");
+    let mut torn = settled.clone();
+    torn.extend_from_slice(
+        br#"{"type":"message","id":"000000ff","parentId":"00000004","timestamp":"2025-05-30T01:2"#,
+    );
+    std::fs::write(&file, &torn).unwrap();
+
+    let second = HostProcess::start(&args, &[]).await;
+    assert_eq!(second.server_id, first.server_id);
+    let roles = settled_roles(&second, &id).await;
+    assert_eq!(
+        roles[..5],
+        ["user", "assistant", "tool", "assistant", "user"]
+    );
+    let before = roles.len();
+    let (status, out, err) = cli(&second.url, &["prompt", &id, "run `echo two`"]).await;
+    assert!(status.success(), "a turn after the torn tail: {err}\n{out}");
+    assert_streamed_tool_turn(&out, "echo two", "two");
+    assert!(second.terminate().await.success());
+
+    // Another restart reads the new turn back whole.
+    let third = HostProcess::start(&args, &[]).await;
+    let roles = settled_roles(&third, &id).await;
+    assert_eq!(
+        roles[before..],
+        ["user", "assistant", "tool", "assistant"],
+        "the turn taken after the torn tail persisted"
+    );
+    assert!(third.terminate().await.success());
+}
+
+/// The path of the file called `name` somewhere under `dir`.
+fn find_file(dir: &Path, name: &str) -> PathBuf {
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n == name) {
+                return path;
+            }
+        }
+    }
+    panic!("no {name} under {}", dir.display());
+}
+
+/// Attaches to `id` on `host`: the session is idle, every item settled; their roles.
+async fn settled_roles(host: &HostProcess, id: &str) -> Vec<String> {
+    let client = guard(
+        "connect",
+        Client::connect(ClientConfig::new(Endpoint::Unix(host.socket()))),
+    )
+    .await
+    .unwrap();
+    let session = guard("attach", client.attach(id)).await.unwrap();
+    let sub = guard(
+        "subscribe",
+        session.subscribe("pi.session", ServiceMode::Singleton),
+    )
+    .await
+    .unwrap();
+    let state = member(&sub, "state");
+    assert_eq!(get(&state, "phase").as_str(), Some("idle"));
+    let items = transcript(&state);
+    for item in &items {
+        let status = get(item, "status").as_str().unwrap_or("");
+        assert!(
+            !matches!(status, "streaming" | "running"),
+            "only settled messages persist: {}",
+            item.to_json()
+        );
+    }
+    drop(sub);
+    client.close().await;
+    items
+        .iter()
+        .map(|i| get(i, "role").as_str().unwrap().to_owned())
+        .collect()
+}

@@ -57,3 +57,83 @@ pub(crate) fn configure_accepted(stream: &TcpStream, keepalive: Option<Keepalive
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        reason = "test code: a failed unwrap is a failed test"
+    )]
+
+    use std::time::Duration;
+
+    use socket2::SockRef;
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::configure_accepted;
+    use crate::config::{KeepaliveConfig, ServerConfig};
+
+    /// A connection accepted on loopback, as the accept loop sees it.
+    async fn accepted() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (server, client)
+    }
+
+    /// Half-open connections are the kernel's to detect: the documented defaults (30 s idle,
+    /// 10 s interval, 3 probes) and no Nagle delay land on every accepted TCP/TLS socket.
+    #[tokio::test]
+    async fn accepted_sockets_get_the_default_keepalive_and_nodelay() {
+        let id = baton_protocol::ServerId::parse("00000000-0000-4000-8000-000000000001").unwrap();
+        let defaults = ServerConfig::new(id).tcp_keepalive;
+        assert_eq!(defaults, Some(KeepaliveConfig::default()));
+        let (server, _client) = accepted().await;
+        assert!(!SockRef::from(&server).keepalive().unwrap());
+        configure_accepted(&server, defaults);
+        let sock = SockRef::from(&server);
+        assert!(sock.keepalive().unwrap(), "SO_KEEPALIVE");
+        assert_eq!(sock.tcp_keepalive_time().unwrap(), Duration::from_secs(30));
+        #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+        {
+            assert_eq!(
+                sock.tcp_keepalive_interval().unwrap(),
+                Duration::from_secs(10)
+            );
+            assert_eq!(sock.tcp_keepalive_retries().unwrap(), 3);
+        }
+        assert!(server.nodelay().unwrap(), "TCP_NODELAY");
+    }
+
+    #[tokio::test]
+    async fn keepalive_off_leaves_the_socket_alone_but_still_sets_nodelay() {
+        let (server, _client) = accepted().await;
+        configure_accepted(&server, None);
+        assert!(!SockRef::from(&server).keepalive().unwrap());
+        assert!(server.nodelay().unwrap());
+    }
+
+    #[tokio::test]
+    async fn custom_keepalive_is_applied_as_configured() {
+        let (server, _client) = accepted().await;
+        let k = KeepaliveConfig {
+            time: Duration::from_secs(7),
+            interval: Duration::from_secs(2),
+            retries: 5,
+        };
+        configure_accepted(&server, Some(k));
+        let sock = SockRef::from(&server);
+        assert!(sock.keepalive().unwrap());
+        assert_eq!(sock.tcp_keepalive_time().unwrap(), Duration::from_secs(7));
+        #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+        {
+            assert_eq!(
+                sock.tcp_keepalive_interval().unwrap(),
+                Duration::from_secs(2)
+            );
+            assert_eq!(sock.tcp_keepalive_retries().unwrap(), 5);
+        }
+    }
+}
