@@ -6,87 +6,38 @@
 //! cargo test -p baton-host --test fuzz_seeds -- --ignored regenerate_seeds
 //! ```
 
-use std::fs;
-use std::path::PathBuf;
+use baton_protocol::fuzzing::SeedSet;
 
-const TARGET: &str = "jsonl_reader";
-
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/seeds")
-        .join(TARGET)
-}
-
-/// Deterministic pseudo-random inputs (xorshift), so the generator needs no crate.
-fn random_inputs(count: usize, len: usize, salt: u64) -> Vec<Vec<u8>> {
-    let mut x = 0x9e37_79b9_7f4a_7c15_u64 ^ salt;
-    (0..count)
-        .map(|i| {
-            (0..len + i * 7)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    (x >> 24) as u8
-                })
-                .collect()
-        })
-        .collect()
-}
-
-/// Every generated seed, by file name.
-fn generate() -> Vec<(String, Vec<u8>)> {
-    let mut seeds: Vec<(String, Vec<u8>)> = HAND
-        .iter()
-        .map(|(name, bytes)| (format!("hand-{name}"), bytes.to_vec()))
-        .collect();
-    for (i, bytes) in random_inputs(RANDOM_COUNT, RANDOM_LEN, SALT)
-        .into_iter()
-        .enumerate()
-    {
-        seeds.push((format!("random-{i:02}"), bytes));
-    }
-    seeds
-}
+const SEEDS: SeedSet = SeedSet {
+    target: "jsonl_reader",
+    hand: HAND,
+    random_count: 12,
+    random_len: 64,
+    salt: 3,
+};
 
 #[test]
 fn seeds_replay() {
-    let mut n = 0;
-    for entry in fs::read_dir(dir()).expect("the seed directory exists") {
-        let path = entry.unwrap().path();
-        let bytes = fs::read(&path).unwrap();
-        eprintln!("replaying {}", path.display());
-        baton_host::fuzzing::jsonl_reader(&bytes);
-        n += 1;
-    }
-    assert!(n > 0, "no seeds for {TARGET}");
+    let n = SEEDS.replay(
+        env!("CARGO_MANIFEST_DIR"),
+        baton_host::fuzzing::jsonl_reader,
+    );
+    assert!(n > 0, "no seeds for {}", SEEDS.target);
 }
 
 #[test]
 fn generated_seeds_are_committed_and_pass() {
-    for (name, bytes) in generate() {
-        baton_host::fuzzing::jsonl_reader(&bytes);
-        let committed = fs::read(dir().join(&name))
-            .unwrap_or_else(|_| panic!("seed {name} is not committed; run regenerate_seeds"));
-        assert_eq!(
-            committed, bytes,
-            "seed {name} is stale; run regenerate_seeds"
-        );
-    }
+    SEEDS.check_committed(
+        env!("CARGO_MANIFEST_DIR"),
+        baton_host::fuzzing::jsonl_reader,
+    );
 }
 
 #[test]
 #[ignore = "writes fuzz/seeds/; run by hand after changing the generator"]
 fn regenerate_seeds() {
-    fs::create_dir_all(dir()).unwrap();
-    for (name, bytes) in generate() {
-        fs::write(dir().join(name), bytes).unwrap();
-    }
+    SEEDS.write(env!("CARGO_MANIFEST_DIR"));
 }
-
-const RANDOM_COUNT: usize = 12;
-const RANDOM_LEN: usize = 64;
-const SALT: u64 = 3;
 
 // Inputs for `jsonl_reader`: byte 0 even = the rest is a session file; odd = generator bytes.
 const HAND: &[(&str, &[u8])] = &[

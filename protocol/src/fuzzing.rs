@@ -759,3 +759,95 @@ impl<'a> ValueSource<'a> {
         Value::Array(tuple)
     }
 }
+
+/// A target's committed seed directory and the generator that produces its seeds: hand-made
+/// inputs plus deterministic pseudo-random ones. Replay tests in every crate use it, so seeds
+/// are replayed on stable `cargo test` the same way everywhere.
+#[derive(Debug, Clone, Copy)]
+pub struct SeedSet {
+    /// The target's name (its directory under `fuzz/seeds/`).
+    pub target: &'static str,
+    /// Hand-made seeds, written as `hand-<name>`.
+    pub hand: &'static [(&'static str, &'static [u8])],
+    /// How many pseudo-random seeds (`random-NN`).
+    pub random_count: usize,
+    /// Length of the first random seed (each next one is 7 bytes longer).
+    pub random_len: usize,
+    /// Distinguishes one target's random seeds from another's.
+    pub salt: u64,
+}
+
+impl SeedSet {
+    /// `fuzz/seeds/<target>` relative to a crate's manifest directory.
+    pub fn dir(&self, manifest_dir: &str) -> std::path::PathBuf {
+        std::path::Path::new(manifest_dir)
+            .join("../fuzz/seeds")
+            .join(self.target)
+    }
+
+    /// Every generated seed, by file name (xorshift, so no randomness crate is needed).
+    pub fn generate(&self) -> Vec<(String, Vec<u8>)> {
+        let mut seeds: Vec<(String, Vec<u8>)> = self
+            .hand
+            .iter()
+            .map(|(name, bytes)| (format!("hand-{name}"), bytes.to_vec()))
+            .collect();
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64 ^ self.salt;
+        for i in 0..self.random_count {
+            let bytes = (0..self.random_len + i * 7)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x.to_be_bytes()[4]
+                })
+                .collect();
+            seeds.push((format!("random-{i:02}"), bytes));
+        }
+        seeds
+    }
+
+    /// Runs `body` on every committed seed; returns how many there were.
+    ///
+    /// # Panics
+    /// When the directory is missing or unreadable (a test harness helper).
+    pub fn replay(&self, manifest_dir: &str, body: impl Fn(&[u8])) -> usize {
+        let mut n = 0;
+        let entries = std::fs::read_dir(self.dir(manifest_dir)).expect("the seed directory exists");
+        for entry in entries {
+            let path = entry.expect("readable seed directory").path();
+            let bytes = std::fs::read(&path).expect("readable seed");
+            body(&bytes);
+            n += 1;
+        }
+        n
+    }
+
+    /// Runs `body` on every generated seed and checks each is committed unchanged.
+    ///
+    /// # Panics
+    /// On a missing or stale seed (regenerate with [`SeedSet::write`]).
+    pub fn check_committed(&self, manifest_dir: &str, body: impl Fn(&[u8])) {
+        for (name, bytes) in self.generate() {
+            body(&bytes);
+            let committed = std::fs::read(self.dir(manifest_dir).join(&name))
+                .unwrap_or_else(|_| panic!("seed {name} is not committed; regenerate the seeds"));
+            assert_eq!(
+                committed, bytes,
+                "seed {name} is stale; regenerate the seeds"
+            );
+        }
+    }
+
+    /// Writes every generated seed (never deletes files).
+    ///
+    /// # Panics
+    /// When the directory cannot be written.
+    pub fn write(&self, manifest_dir: &str) {
+        let dir = self.dir(manifest_dir);
+        std::fs::create_dir_all(&dir).expect("create the seed directory");
+        for (name, bytes) in self.generate() {
+            std::fs::write(dir.join(name), bytes).expect("write a seed");
+        }
+    }
+}
