@@ -1,0 +1,431 @@
+//! Subscription fan-out: one publisher streams small text appends to N subscribers, each on
+//! its own connection.
+//!
+//! * **ours**: the host publishes `service_update`s with one `a` op (`"tok "`) through
+//!   `Publisher::publish_shared` (encoded once per distinct encoder state) to N
+//!   `baton_client` subscriptions over Unix sockets. Counted at the client: the replica's
+//!   sequence as seen through subscription events. The publisher backs off (1 ms sleeps)
+//!   while the slowest subscriber is ≥ 1,024 updates behind, so no subscriber is reset
+//!   (resets are counted and reported).
+//! * **jsonrpsee**: as in `measured-anchors.md`: each subscription task sends a pre-built
+//!   result in a loop with `SubscriptionSink::send` (the sink awaits capacity), so jsonrpsee
+//!   pays no publisher at all: an upper bound for it. Each subscriber is its own `WsClient`.
+//! * **floor**: `tokio::sync::broadcast` of pre-framed `Bytes` (same length as our frame);
+//!   each receiver task writes to its own loopback TCP connection, coalescing whatever is
+//!   queued (≤ 32 KiB) into one write; a reader per connection counts bytes / frame length.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use baton_client::{Client, ClientConfig, Endpoint, SubscriptionEvent};
+use baton_protocol::chord::{ProviderUpdate, ServiceMode};
+use bytes::{Bytes, BytesMut};
+use jsonrpsee::core::client::SubscriptionClientT;
+use jsonrpsee::core::params::ArrayParams;
+use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionMessage};
+use jsonrpsee_ws_client::WsClientBuilder;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{broadcast, watch};
+
+use crate::ours::OursServer;
+use crate::util::{Plan, cpu_secs};
+
+/// One fan-out run.
+#[derive(Debug, Clone, Default)]
+pub struct FanResult {
+    /// Deliveries per second (summed over subscribers).
+    pub per_sec: f64,
+    /// CPU seconds (whole process: publisher, server, clients) per million deliveries.
+    pub cpu_per_m: f64,
+    /// Subscribers reset / lagged / closed during the run.
+    pub lost: u64,
+}
+
+/// The jsonrpsee notification result (≈ the size of our update's text content).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Delta {
+    delta: String,
+}
+
+static JSON_GO: std::sync::OnceLock<watch::Sender<u64>> = std::sync::OnceLock::new();
+
+fn json_go() -> &'static watch::Sender<u64> {
+    JSON_GO.get_or_init(|| watch::channel(0).0)
+}
+
+/// Registers `sub`/`notif`/`unsub` on the jsonrpsee module. The subscription waits for the
+/// run's go signal, then sends as fast as the sink accepts until the client goes away.
+pub fn register_json_subscription(
+    module: &mut RpcModule<()>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let raw = serde_json::value::to_raw_value(&Delta {
+        delta: crate::ours::TOKEN.to_owned(),
+    })?;
+    module.register_subscription(
+        "sub",
+        "notif",
+        "unsub",
+        move |params, pending: PendingSubscriptionSink, _, _| {
+            let raw = raw.clone();
+            async move {
+                let run: u64 = params.one().unwrap_or(0);
+                let sink = pending.accept().await?;
+                let mut go = json_go().subscribe();
+                // Wait until every subscriber of this run is connected.
+                while *go.borrow_and_update() < run {
+                    if go.changed().await.is_err() {
+                        return Ok(());
+                    }
+                }
+                loop {
+                    if sink
+                        .send(SubscriptionMessage::from(raw.clone()))
+                        .await
+                        .is_err()
+                    {
+                        return Ok(());
+                    }
+                }
+            }
+        },
+    )?;
+    Ok(())
+}
+
+/// Measures `counts` (summed delivered counters) over warm-up + window.
+async fn window(counts: &[Arc<AtomicU64>], plan: &Plan) -> (f64, f64) {
+    let sum = || {
+        counts
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum::<u64>()
+    };
+    tokio::time::sleep(plan.fan_warmup).await;
+    let (c0, cpu0, t0) = (sum(), cpu_secs(), Instant::now());
+    tokio::time::sleep(plan.fan_window).await;
+    let (c1, cpu1, dt) = (sum(), cpu_secs(), t0.elapsed());
+    let n = (c1 - c0) as f64;
+    (n / dt.as_secs_f64(), (cpu1 - cpu0) / n * 1e6)
+}
+
+/// Ours: `n` baton clients over Unix, one subscription each, one publisher.
+pub async fn ours(srv: &OursServer, n: usize, run: u64, plan: &Plan) -> FanResult {
+    let key = run.to_string();
+    let service = format!("bench.stream.{key}");
+    let mut clients = Vec::with_capacity(n);
+    let mut tasks = Vec::with_capacity(n);
+    let mut counts = Vec::with_capacity(n);
+    let lost = Arc::new(AtomicU64::new(0));
+    for _ in 0..n {
+        let c = Client::connect(ClientConfig::new(Endpoint::Unix(srv.unix.clone())))
+            .await
+            .expect("connect");
+        let mut sub = c
+            .subscribe(&service, ServiceMode::Singleton)
+            .await
+            .expect("subscribe");
+        let seen = Arc::new(AtomicU64::new(0));
+        let (s, lost) = (Arc::clone(&seen), Arc::clone(&lost));
+        let watch = sub.watch();
+        tasks.push(tokio::spawn(async move {
+            while let Some(ev) = sub.next_event().await {
+                match ev {
+                    SubscriptionEvent::Update(u) => {
+                        if let ProviderUpdate::State { sequence, .. } = *u {
+                            s.store(sequence, Ordering::Relaxed);
+                        }
+                    }
+                    SubscriptionEvent::Lagged => {
+                        // Events were dropped; the replica is still exact.
+                        let seq = watch.borrow().sequence(None, "reply").unwrap_or(0);
+                        s.store(seq, Ordering::Relaxed);
+                    }
+                    SubscriptionEvent::Snapshot { resynced: true } => {
+                        lost.fetch_add(1, Ordering::Relaxed);
+                    }
+                    _ => {}
+                }
+            }
+        }));
+        counts.push(seen);
+        clients.push(c);
+    }
+    while srv.host.subscribers(&key) < n {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let publisher = {
+        let (host, stop, counts) = (srv.host.clone(), Arc::clone(&stop), counts.clone());
+        let key = key.clone();
+        tokio::spawn(async move {
+            let mut resets = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let (c, seq) = host.publish(&key, 64);
+                resets += c.reset;
+                loop {
+                    let slowest = counts.iter().map(|c| c.load(Ordering::Relaxed)).min();
+                    if seq - slowest.unwrap_or(seq) < 1_024 || stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                tokio::task::yield_now().await;
+            }
+            resets
+        })
+    };
+    let (per_sec, cpu_per_m) = window(&counts, plan).await;
+    stop.store(true, Ordering::Relaxed);
+    let resets = publisher.await.unwrap_or(0);
+    for t in &tasks {
+        t.abort();
+    }
+    for c in &clients {
+        c.close().await;
+    }
+    srv.host.forget(&key);
+    FanResult {
+        per_sec,
+        cpu_per_m,
+        lost: resets + lost.load(Ordering::Relaxed),
+    }
+}
+
+/// jsonrpsee: `n` WebSocket clients, one subscription each.
+pub async fn jsonrpsee(n: usize, run: u64, plan: &Plan) -> FanResult {
+    let addr = *crate::unary::JSON_ADDR.get().expect("jsonrpsee started");
+    let mut tasks = Vec::with_capacity(n);
+    let mut counts = Vec::with_capacity(n);
+    let lost = Arc::new(AtomicU64::new(0));
+    for _ in 0..n {
+        let c = WsClientBuilder::default()
+            .set_tcp_no_delay(true)
+            .max_buffer_capacity_per_subscription(1 << 20)
+            .build(format!("ws://{addr}"))
+            .await
+            .expect("ws connect");
+        let mut p = ArrayParams::new();
+        p.insert(run).expect("params");
+        let mut sub = c
+            .subscribe::<Delta, _>("sub", p, "unsub")
+            .await
+            .expect("ws subscribe");
+        let seen = Arc::new(AtomicU64::new(0));
+        let (s, lost) = (Arc::clone(&seen), Arc::clone(&lost));
+        tasks.push(tokio::spawn(async move {
+            let _client = c;
+            while let Some(r) = sub.next().await {
+                if r.is_err() {
+                    break;
+                }
+                s.fetch_add(1, Ordering::Relaxed);
+            }
+            // Ended early: closed by the client for lagging.
+            lost.fetch_add(1, Ordering::Relaxed);
+        }));
+        counts.push(seen);
+    }
+    json_go().send_replace(run);
+    let (per_sec, cpu_per_m) = window(&counts, plan).await;
+    for t in &tasks {
+        t.abort();
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    // Aborted tasks drop their clients; give the server a moment to see the closes.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let lost = lost.load(Ordering::Relaxed);
+    FanResult {
+        per_sec,
+        cpu_per_m,
+        lost,
+    }
+}
+
+/// Floor: tokio broadcast → per-receiver coalesced writes to loopback TCP.
+pub async fn floor(n: usize, frame_len: usize, plan: &Plan) -> FanResult {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (tx, _) = broadcast::channel::<Bytes>(16_384);
+    let mut counts = Vec::with_capacity(n);
+    let mut tasks = Vec::new();
+    let lost = Arc::new(AtomicU64::new(0));
+    for _ in 0..n {
+        let client = TcpStream::connect(addr).await.expect("connect");
+        let (server, _) = listener.accept().await.expect("accept");
+        client.set_nodelay(true).expect("nodelay");
+        server.set_nodelay(true).expect("nodelay");
+        let seen = Arc::new(AtomicU64::new(0));
+        let mut rx = tx.subscribe();
+        let lost = Arc::clone(&lost);
+        tasks.push(tokio::spawn(async move {
+            let mut server = server;
+            let mut buf = BytesMut::with_capacity(32 * 1024);
+            loop {
+                match rx.recv().await {
+                    Ok(b) => buf.extend_from_slice(&b),
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        lost.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+                while buf.len() < 32 * 1024 {
+                    match rx.try_recv() {
+                        Ok(b) => buf.extend_from_slice(&b),
+                        Err(_) => break,
+                    }
+                }
+                if server.write_all(&buf).await.is_err() {
+                    return;
+                }
+                buf.clear();
+            }
+        }));
+        let s = Arc::clone(&seen);
+        tasks.push(tokio::spawn(async move {
+            let mut client = client;
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut total = 0usize;
+            while let Ok(k) = client.read(&mut buf).await {
+                if k == 0 {
+                    break;
+                }
+                total += k;
+                s.store((total / frame_len) as u64, Ordering::Relaxed);
+            }
+        }));
+        counts.push(seen);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = {
+        let (stop, counts) = (Arc::clone(&stop), counts.clone());
+        let frame = Bytes::from(vec![b'x'; frame_len]);
+        tokio::spawn(async move {
+            let mut sent = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                for _ in 0..256 {
+                    let _ = tx.send(frame.clone());
+                }
+                sent += 256;
+                loop {
+                    let slowest = counts.iter().map(|c| c.load(Ordering::Relaxed)).min();
+                    if sent - slowest.unwrap_or(sent) < 8_192 || stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                tokio::task::yield_now().await;
+            }
+            drop(tx);
+        })
+    };
+    let (per_sec, cpu_per_m) = window(&counts, plan).await;
+    stop.store(true, Ordering::Relaxed);
+    let _ = producer.await;
+    for t in &tasks {
+        t.abort();
+    }
+    FanResult {
+        per_sec,
+        cpu_per_m,
+        lost: lost.load(Ordering::Relaxed),
+    }
+}
+
+/// Ours, server side only: `n` raw Unix-socket subscribers that send `hello` and one
+/// `subscribe` request by hand and then only count frames (length headers), without
+/// decoding. Isolates what the server (and kernel) spend per delivery from client decoding.
+pub async fn ours_raw(srv: &OursServer, n: usize, run: u64, plan: &Plan) -> FanResult {
+    use baton_protocol::chord::ControlCall;
+    use baton_protocol::{ClientMessage, Id, Request, Target, encode_frame};
+    use tokio::net::UnixStream;
+
+    let key = run.to_string();
+    let service = format!("bench.stream.{key}");
+    let server_id = srv.server.server_id().clone();
+    let mut tasks = Vec::with_capacity(n);
+    let mut counts = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut s = UnixStream::connect(&srv.unix).await.expect("connect");
+        let hello = encode_frame(&ClientMessage::hello(), 1 << 24).expect("hello");
+        let sub = ClientMessage::Request(Request {
+            id: Id::new(format!("r{i}")).expect("id"),
+            target: Target::Server(server_id.clone()),
+            call: ControlCall::subscribe(format!("s{i}"), service.clone(), ServiceMode::Singleton)
+                .to_value(),
+        });
+        let sub = encode_frame(&sub, 1 << 24).expect("subscribe");
+        s.write_all(&hello).await.expect("write");
+        s.write_all(&sub).await.expect("write");
+        let seen = Arc::new(AtomicU64::new(0));
+        let c = Arc::clone(&seen);
+        tasks.push(tokio::spawn(async move {
+            // Frames: hello, subscribe response, then updates. Count updates.
+            let mut buf = vec![0u8; 64 * 1024];
+            let (mut have, mut frames) = (0usize, 0u64);
+            loop {
+                let k = match s.read(&mut buf[have..]).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(k) => k,
+                };
+                have += k;
+                let mut at = 0;
+                while have - at >= 4 {
+                    let len = u32::from_be_bytes(buf[at..at + 4].try_into().expect("4")) as usize;
+                    if have - at < 4 + len {
+                        break;
+                    }
+                    at += 4 + len;
+                    frames += 1;
+                }
+                if at == 0 && have == buf.len() {
+                    buf.resize(buf.len() * 2, 0);
+                }
+                buf.copy_within(at..have, 0);
+                have -= at;
+                c.store(frames.saturating_sub(2), Ordering::Relaxed);
+            }
+        }));
+        counts.push(seen);
+    }
+    while srv.host.subscribers(&key) < n {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let publisher = {
+        let (host, stop, counts) = (srv.host.clone(), Arc::clone(&stop), counts.clone());
+        let key = key.clone();
+        tokio::spawn(async move {
+            let mut resets = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let (c, seq) = host.publish(&key, 64);
+                resets += c.reset;
+                loop {
+                    let slowest = counts.iter().map(|c| c.load(Ordering::Relaxed)).min();
+                    if seq - slowest.unwrap_or(seq) < 1_024 || stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                tokio::task::yield_now().await;
+            }
+            resets
+        })
+    };
+    let (per_sec, cpu_per_m) = window(&counts, plan).await;
+    stop.store(true, Ordering::Relaxed);
+    let resets = publisher.await.unwrap_or(0);
+    for t in &tasks {
+        t.abort();
+    }
+    srv.host.forget(&key);
+    FanResult {
+        per_sec,
+        cpu_per_m,
+        lost: resets,
+    }
+}

@@ -1,0 +1,465 @@
+//! `baton-bench`: transport, fan-out, memory and client-rebuild benchmarks for baton, side by
+//! side with tarpc, jsonrpsee and a bare tokio floor, in one process on one tokio runtime with
+//! 2 worker threads (client and server share it, so CPU figures cover both ends).
+//!
+//! ```sh
+//! cargo run --release --manifest-path bench/Cargo.toml            # full run, ~5 min
+//! cargo run --release --manifest-path bench/Cargo.toml -- --quick # harness smoke, seconds
+//! ```
+//!
+//! `BENCH_ONLY=ours,floor` keeps only implementations whose name contains one of the
+//! comma-separated words (for profiling one of them); memory and rebuild then run only if
+//! listed (`memory`, `rebuild`).
+//!
+//! Every workload runs in rounds; within a round each implementation runs once, in an order
+//! that reverses every round, so load from elsewhere on the machine hits all alike. The table
+//! shows medians over rounds and ratios of medians. See BENCHMARKS.md, "Transport and fan-out
+//! (issue 7)".
+
+// A benchmark prints its report, reads the wall clock with `std::time::Instant` and spawns
+// plain tokio tasks; the root `clippy.toml` rules for library code (TaskTracker spawns, glue
+// clocks) do not apply to this harness.
+#![allow(clippy::print_stdout, clippy::print_stderr, clippy::disallowed_methods)]
+
+mod fanout;
+mod memory;
+mod ours;
+mod rebuild;
+mod unary;
+mod util;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use util::{Plan, fmt_num, fmt_ratio, loadavg, median};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--mem-child") {
+        let path = PathBuf::from(args.get(2).ok_or("--mem-child PATH N")?);
+        let n: usize = args.get(3).ok_or("--mem-child PATH N")?.parse()?;
+        memory::child(&path, n)?;
+        return Ok(());
+    }
+    let quick = args.iter().any(|a| a == "--quick")
+        || std::env::var("BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+    let plan = Plan::new(quick);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(run(plan))
+}
+
+/// Medians keyed by (workload, implementation).
+type Samples = BTreeMap<(String, String), Vec<f64>>;
+
+fn push(s: &mut Samples, metric: &str, imp: &str, v: f64) {
+    s.entry((metric.to_owned(), imp.to_owned()))
+        .or_default()
+        .push(v);
+}
+
+fn med(s: &Samples, metric: &str, imp: &str) -> f64 {
+    s.get(&(metric.to_owned(), imp.to_owned()))
+        .map_or(f64::NAN, |v| median(v))
+}
+
+/// The order of implementations in round `r` (reversed on odd rounds).
+fn order<T: Clone>(items: &[T], r: usize) -> Vec<T> {
+    let mut v = items.to_vec();
+    if r % 2 == 1 {
+        v.reverse();
+    }
+    v
+}
+
+async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let load_start = loadavg();
+    let dir = std::env::temp_dir().join(format!("baton-bench-{}", std::process::id()));
+    let srv = ours::start(dir.clone()).await?;
+    eprintln!(
+        "# baton-bench ({} mode)",
+        if plan.quick { "quick" } else { "full" }
+    );
+
+    let only: Option<Vec<String>> = std::env::var("BENCH_ONLY")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map(|v| v.split(',').map(str::to_owned).collect());
+    let wanted = |name: &str| {
+        only.as_ref()
+            .is_none_or(|o| o.iter().any(|w| name.contains(w.as_str())))
+    };
+
+    // Memory first, before other workloads grow (and fragment) the heap.
+    let mem = if wanted("memory") {
+        eprintln!("memory …");
+        memory::run(&srv, &plan).await?
+    } else {
+        memory::MemResult::default()
+    };
+
+    eprintln!("unary setup …");
+    let mut clients = unary::setup(&srv, &dir).await?;
+    let names: Vec<&'static str> = clients.handles.iter().map(|(n, _)| *n).collect();
+    let mut imps: Vec<&'static str> = names.clone();
+    imps.extend(["floor unix", "floor tcp"]);
+    imps.retain(|i| wanted(i));
+    let mut s = Samples::new();
+
+    for r in 0..plan.rounds {
+        for imp in order(&imps, r) {
+            eprintln!("sequential round {r}: {imp}");
+            let res = match imp {
+                "floor unix" => unary::seq_floor(&mut clients.floor_unix.0, &plan).await,
+                "floor tcp" => unary::seq_floor(&mut clients.floor_tcp.0, &plan).await,
+                _ => {
+                    let h = &clients
+                        .handles
+                        .iter()
+                        .find(|(n, _)| *n == imp)
+                        .expect("imp")
+                        .1;
+                    unary::seq_handle(h, &plan).await
+                }
+            };
+            push(&mut s, "seq p50", imp, res.p50);
+            push(&mut s, "seq p99", imp, res.p99);
+        }
+    }
+    for r in 0..plan.rounds {
+        for imp in order(&imps, r) {
+            eprintln!("pipelined round {r}: {imp}");
+            let res = match imp {
+                "floor unix" => {
+                    let f = clients.floor_unix.1.take().expect("floor conn");
+                    let (res, f) = unary::pipe_floor(f, &plan).await;
+                    clients.floor_unix.1 = Some(f);
+                    res
+                }
+                "floor tcp" => {
+                    let f = clients.floor_tcp.1.take().expect("floor conn");
+                    let (res, f) = unary::pipe_floor(f, &plan).await;
+                    clients.floor_tcp.1 = Some(f);
+                    res
+                }
+                _ => {
+                    let h = &clients
+                        .handles
+                        .iter()
+                        .find(|(n, _)| *n == imp)
+                        .expect("imp")
+                        .1;
+                    unary::pipe_handle(h, &plan).await
+                }
+            };
+            push(&mut s, "pipe rps", imp, res.rps);
+            push(&mut s, "pipe cpu", imp, res.cpu_us);
+        }
+    }
+
+    // Fan-out. Our update frame length sets the floor's frame length.
+    let frame_len = {
+        let mut enc = baton_protocol::chord::StateEncoder::new();
+        enc.encode_snapshot(&ours::reply_snapshot("bench.stream.1", 0, ""))?;
+        let wire = enc.encode_update(&ours::append_update(1, ours::TOKEN))?;
+        let msg = baton_protocol::ServerMessage::ServiceUpdate(baton_protocol::ServiceUpdate {
+            subscription_id: baton_protocol::Id::new("1")?,
+            update: wire,
+        });
+        baton_protocol::encode_frame(&msg, 16 << 20)?.len()
+    };
+    let fan_imps: Vec<&str> = ["ours", "ours raw", "jsonrpsee", "floor"]
+        .into_iter()
+        .filter(|i| wanted(i))
+        .collect();
+    let mut run_id = 0u64;
+    let mut lost: BTreeMap<(usize, &str), u64> = BTreeMap::new();
+    for r in 0..plan.rounds {
+        for &n in &plan.fanout_levels {
+            for imp in order(&fan_imps, r) {
+                run_id += 1;
+                eprintln!("fan-out round {r}: {imp} × {n}");
+                let res = match imp {
+                    "ours" => fanout::ours(&srv, n, run_id, &plan).await,
+                    "ours raw" => fanout::ours_raw(&srv, n, run_id, &plan).await,
+                    "jsonrpsee" => fanout::jsonrpsee(n, run_id, &plan).await,
+                    _ => fanout::floor(n, frame_len, &plan).await,
+                };
+                push(&mut s, &format!("fan {n} rate"), imp, res.per_sec);
+                push(&mut s, &format!("fan {n} cpu"), imp, res.cpu_per_m);
+                *lost.entry((n, imp)).or_default() += res.lost;
+            }
+        }
+    }
+
+    let rb = if wanted("rebuild") {
+        eprintln!("client rebuild …");
+        rebuild::run(&plan)
+    } else {
+        rebuild::RebuildResult::default()
+    };
+
+    // ---- report ----
+    let machine = machine();
+    println!(
+        "## Results ({})\n",
+        if plan.quick {
+            "quick mode: harness check only, do not quote"
+        } else {
+            "full mode"
+        }
+    );
+    println!("- machine: {machine}");
+    println!(
+        "- started (unix time): {started}; /proc/loadavg at start: {load_start}; at end: {}",
+        loadavg()
+    );
+    println!(
+        "- rounds: {}; sequential {} round trips after {} warm-up; pipelined window {} for {:?} after {:?}; fan-out {:?} after {:?}\n",
+        plan.rounds,
+        plan.seq_requests,
+        plan.seq_warmup,
+        plan.window,
+        plan.pipe_window,
+        plan.pipe_warmup,
+        plan.fan_window,
+        plan.fan_warmup
+    );
+    println!("### Unary round trip, 64-byte payload (medians over rounds)\n");
+    print!("| metric |");
+    for i in &imps {
+        print!(" {i} |");
+    }
+    println!();
+    print!("| --- |");
+    for _ in &imps {
+        print!(" ---: |");
+    }
+    println!();
+    for (metric, label) in [
+        ("seq p50", "sequential p50 µs"),
+        ("seq p99", "sequential p99 µs"),
+        ("pipe rps", "pipelined req/s (window 64, 1 conn)"),
+        ("pipe cpu", "pipelined CPU µs / req (both ends)"),
+    ] {
+        print!("| {label} |");
+        for i in &imps {
+            print!(" {} |", fmt_num(med(&s, metric, i)));
+        }
+        println!();
+    }
+    println!();
+    println!("### Ratios and goals\n");
+    println!("| ratio | value | goal | status |");
+    println!("| --- | ---: | --- | --- |");
+    let goal = |v: f64, ge: bool, g: f64| {
+        if !v.is_finite() {
+            "–".to_owned()
+        } else if (ge && v >= g) || (!ge && v <= g) {
+            "met".to_owned()
+        } else if ge {
+            format!("missed ({:.0}% of goal)", v / g * 100.0)
+        } else {
+            format!("missed ({:.0}% over)", (v / g - 1.0) * 100.0)
+        }
+    };
+    let ratio = |m: &str, a: &str, b: &str| med(&s, m, a) / med(&s, m, b);
+    let rows: Vec<(String, f64, String, String)> = vec![
+        {
+            let v = ratio("pipe rps", "ours tcp", "jsonrpsee");
+            (
+                "pipelined req/s: ours tcp ÷ jsonrpsee".into(),
+                v,
+                "≥ 2×".into(),
+                goal(v, true, 2.0),
+            )
+        },
+        {
+            let v = ratio("pipe rps", "ours tcp", "tarpc");
+            (
+                "pipelined req/s: ours tcp ÷ tarpc".into(),
+                v,
+                "≥ 1.2×".into(),
+                goal(v, true, 1.2),
+            )
+        },
+        {
+            let v = ratio("pipe rps", "ours tcp", "floor tcp");
+            (
+                "pipelined req/s: ours tcp ÷ floor tcp".into(),
+                v,
+                "≥ 0.6×".into(),
+                goal(v, true, 0.6),
+            )
+        },
+        {
+            let v = ratio("pipe rps", "ours unix", "floor unix");
+            (
+                "pipelined req/s: ours unix ÷ floor unix".into(),
+                v,
+                "(≥ 0.6×)".into(),
+                goal(v, true, 0.6),
+            )
+        },
+        {
+            let v = ratio("pipe rps", "ours tls", "ours tcp");
+            (
+                "pipelined req/s: ours tls ÷ ours tcp".into(),
+                v,
+                "info".into(),
+                String::new(),
+            )
+        },
+        {
+            let v = ratio("seq p50", "ours tcp", "floor tcp");
+            (
+                "sequential p50: ours tcp ÷ floor tcp".into(),
+                v,
+                "≤ 1.3×".into(),
+                goal(v, false, 1.3),
+            )
+        },
+        {
+            let v = ratio("seq p50", "ours unix", "floor unix");
+            (
+                "sequential p50: ours unix ÷ floor unix".into(),
+                v,
+                "(≤ 1.3×)".into(),
+                goal(v, false, 1.3),
+            )
+        },
+        {
+            let v = ratio("seq p50", "ours tcp", "tarpc");
+            (
+                "sequential p50: ours tcp ÷ tarpc".into(),
+                v,
+                "info (lower is better)".into(),
+                String::new(),
+            )
+        },
+        {
+            let v = ratio("seq p50", "ours tcp", "jsonrpsee");
+            (
+                "sequential p50: ours tcp ÷ jsonrpsee".into(),
+                v,
+                "info (lower is better)".into(),
+                String::new(),
+            )
+        },
+    ];
+    for (label, v, g, st) in rows {
+        println!("| {label} | {} | {g} | {st} |", fmt_ratio(v));
+    }
+    println!();
+    println!(
+        "### Subscription fan-out ({frame_len}-byte `service_update` frames with one `a` op; medians over rounds)\n"
+    );
+    println!(
+        "| subscribers | ours deliveries/s | ours raw deliveries/s | jsonrpsee deliveries/s | floor deliveries/s | ours CPU s / M | ours raw CPU s / M | jsonrpsee CPU s / M | floor CPU s / M | ours ÷ jsonrpsee | ours ÷ floor | ours raw ÷ floor | resets / lagged (ours, raw, jsonrpsee, floor) |"
+    );
+    println!(
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+    );
+    for &n in &plan.fanout_levels {
+        let rate = format!("fan {n} rate");
+        let cpu = format!("fan {n} cpu");
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}, {}, {}, {} |",
+            n,
+            fmt_num(med(&s, &rate, "ours")),
+            fmt_num(med(&s, &rate, "ours raw")),
+            fmt_num(med(&s, &rate, "jsonrpsee")),
+            fmt_num(med(&s, &rate, "floor")),
+            fmt_num(med(&s, &cpu, "ours")),
+            fmt_num(med(&s, &cpu, "ours raw")),
+            fmt_num(med(&s, &cpu, "jsonrpsee")),
+            fmt_num(med(&s, &cpu, "floor")),
+            fmt_ratio(ratio(&rate, "ours", "jsonrpsee")),
+            fmt_ratio(ratio(&rate, "ours", "floor")),
+            fmt_ratio(ratio(&rate, "ours raw", "floor")),
+            lost.get(&(n, "ours")).copied().unwrap_or(0),
+            lost.get(&(n, "ours raw")).copied().unwrap_or(0),
+            lost.get(&(n, "jsonrpsee")).copied().unwrap_or(0),
+            lost.get(&(n, "floor")).copied().unwrap_or(0),
+        );
+    }
+    if let Some(&top) = plan.fanout_levels.last() {
+        let v = med(&s, &format!("fan {top} rate"), "ours");
+        let raw = med(&s, &format!("fan {top} rate"), "ours raw");
+        println!(
+            "\nGoal: ≥ 1,000,000 deliveries/s at 1,000 subscribers — at {top}: {} ({}); server side only (raw subscribers): {} ({})\n",
+            fmt_num(v),
+            goal(v, true, 1e6),
+            fmt_num(raw),
+            goal(raw, true, 1e6)
+        );
+    }
+    println!("### Memory (Unix sockets)\n");
+    println!("| figure | value | goal | status |");
+    println!("| --- | ---: | --- | --- |");
+    println!(
+        "| server RSS per idle connection ({} connections, handshaken, peers in a child process) | {} B ({:.1} KiB) | ≤ 64 KiB | {} |",
+        mem.connections,
+        fmt_num(mem.per_connection),
+        mem.per_connection / 1024.0,
+        goal(mem.per_connection, false, 65_536.0)
+    );
+    println!(
+        "| RSS per connected `baton_client::Client` + its server connection (both ends, {} clients) | {} B ({:.1} KiB) | info | |",
+        plan.sub_clients,
+        fmt_num(mem.per_client_both_ends),
+        mem.per_client_both_ends / 1024.0
+    );
+    println!(
+        "| RSS per subscription (client replica + server state, {} subscriptions) | {} B ({:.1} KiB) | info | |",
+        mem.subscriptions,
+        fmt_num(mem.per_subscription),
+        mem.per_subscription / 1024.0
+    );
+    println!();
+    println!("### Client state rebuild\n");
+    println!("| figure | value | goal | status |");
+    println!("| --- | ---: | --- | --- |");
+    println!(
+        "| `Replica::apply_update`, one `a` op per update | {} ops/s | info | |",
+        fmt_num(rb.apply_ops_per_sec)
+    );
+    println!(
+        "| frame → `decode_payload` → `StateDecoder` → `apply_update` | {} ops/s | info | |",
+        fmt_num(rb.frame_ops_per_sec)
+    );
+    let wire_ratio = rb.snapshot_bytes as f64 / rb.append_bytes as f64;
+    println!(
+        "| {}-token reply: append frames vs whole-state frames | {} B vs {} B = {} fewer | ≥ 20× | {} |",
+        rb.tokens,
+        fmt_num(rb.append_bytes as f64),
+        fmt_num(rb.snapshot_bytes as f64),
+        fmt_ratio(wire_ratio),
+        goal(wire_ratio, true, 20.0)
+    );
+
+    let _ = srv.server.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// `nproc`, CPU model and kernel, for the report.
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned())
+            })
+        })
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cpus} CPUs, {model}, Linux {}", kernel.trim())
+}

@@ -1,0 +1,169 @@
+//! Process measurements (CPU from `/proc/self/stat`, RSS from `/proc/self/status`), order
+//! statistics and the run configuration.
+
+use std::time::Duration;
+
+/// Counts and windows for one run; `--quick` shrinks everything to prove the harness works.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Tiny counts, figures not to be quoted.
+    pub quick: bool,
+    /// Interleaved rounds per workload (medians are taken over rounds).
+    pub rounds: usize,
+    /// Sequential round trips timed per implementation and round.
+    pub seq_requests: usize,
+    /// Sequential warm-up round trips (not timed).
+    pub seq_warmup: usize,
+    /// Pipelined: requests kept outstanding on the one connection.
+    pub window: usize,
+    /// Pipelined warm-up before the counting window.
+    pub pipe_warmup: Duration,
+    /// Pipelined counting window.
+    pub pipe_window: Duration,
+    /// Fan-out subscriber counts.
+    pub fanout_levels: Vec<usize>,
+    /// Fan-out warm-up after streaming starts.
+    pub fan_warmup: Duration,
+    /// Fan-out counting window.
+    pub fan_window: Duration,
+    /// Idle connections for the memory figure.
+    pub idle_connections: usize,
+    /// Clients × subscriptions each for the per-subscription memory figure.
+    pub sub_clients: usize,
+    /// Subscriptions per client for the per-subscription memory figure.
+    pub subs_per_client: usize,
+    /// Updates applied for the replica rebuild figure.
+    pub replica_ops: usize,
+}
+
+impl Plan {
+    /// The full plan (about five minutes on 2 cores) or the quick one (seconds).
+    pub fn new(quick: bool) -> Self {
+        if quick {
+            Self {
+                quick,
+                rounds: 1,
+                seq_requests: 200,
+                seq_warmup: 20,
+                window: 64,
+                pipe_warmup: Duration::from_millis(20),
+                pipe_window: Duration::from_millis(100),
+                fanout_levels: vec![1, 10],
+                fan_warmup: Duration::from_millis(20),
+                fan_window: Duration::from_millis(100),
+                idle_connections: 100,
+                sub_clients: 4,
+                subs_per_client: 5,
+                replica_ops: 2_000,
+            }
+        } else {
+            Self {
+                quick,
+                rounds: 3,
+                seq_requests: 20_000,
+                seq_warmup: 2_000,
+                window: 64,
+                pipe_warmup: Duration::from_millis(300),
+                pipe_window: Duration::from_secs(2),
+                fanout_levels: vec![1, 10, 100, 1_000],
+                fan_warmup: Duration::from_millis(500),
+                fan_window: Duration::from_secs(2),
+                idle_connections: 10_000,
+                sub_clients: 100,
+                subs_per_client: 100,
+                replica_ops: 2_000_000,
+            }
+        }
+    }
+}
+
+/// User + system CPU seconds of this process so far (`/proc/self/stat`, clock ticks / 100).
+pub fn cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12)) / clock_ticks()
+}
+
+/// `sysconf(_SC_CLK_TCK)` is 100 on every Linux configuration we run on.
+fn clock_ticks() -> f64 {
+    100.0
+}
+
+/// Resident set size of this process in bytes (`VmRSS`).
+pub fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// The median of `v` (mean of the middle two for an even count); NaN when empty.
+pub fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// The `q` quantile (0..=1) of sorted `v` by nearest rank.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// `/proc/loadavg` as text, for the report header.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+/// Human formatting: thousands separators for large numbers, 2–3 significant decimals below.
+pub fn fmt_num(x: f64) -> String {
+    if !x.is_finite() {
+        return "–".to_owned();
+    }
+    if x.abs() >= 1000.0 {
+        let s = format!("{:.0}", x);
+        let (sign, digits) = s.strip_prefix('-').map_or(("", s.as_str()), |d| ("-", d));
+        let mut out = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        format!("{sign}{out}")
+    } else if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// A ratio with two decimals and a `×`.
+pub fn fmt_ratio(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.2}×")
+    } else {
+        "–".to_owned()
+    }
+}
