@@ -245,23 +245,29 @@ async fn the_cli_creates_prompts_and_watches_a_served_host() {
     assert!(!socket.exists());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restarted_host_resumes_settled_transcripts() {
-    let dir = tempfile::tempdir().unwrap();
-    let sessions = dir.path().join("sessions");
-    let args = [
+/// Starts a host on `dir`, settles one turn, starts a second whose tool runs for 20 s, and
+/// SIGKILLs the host (no drain) once that tool call is on screen.
+struct Killed {
+    /// The host's arguments, to restart it.
+    args: Vec<String>,
+    sessions: PathBuf,
+    session_id: String,
+    server_id: String,
+}
+
+async fn kill_host_mid_turn(dir: &Path) -> Killed {
+    let sessions = dir.join("sessions");
+    let args = vec![
         "--listen".to_owned(),
-        format!("unix://{}", dir.path().join("sock").display()),
+        format!("unix://{}", dir.join("sock").display()),
         "--sessions-dir".to_owned(),
         sessions.display().to_string(),
     ];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut first = HostProcess::start(&args, &[]).await;
+    let borrowed: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut first = HostProcess::start(&borrowed, &[]).await;
     let id = create(&first.url).await;
     let (status, _, err) = cli(&first.url, &["prompt", &id, "run `echo one`"]).await;
     assert!(status.success(), "{err}");
-
-    // Kill the host (SIGKILL: no drain) while a second turn runs its tool.
     let mut prompt = Command::new(baton())
         .args(["--connect", &first.url, "prompt", &id, "run `sleep 20`"])
         .stdin(Stdio::null())
@@ -282,10 +288,28 @@ async fn a_restarted_host_resumes_settled_transcripts() {
         !status.success(),
         "the prompt cannot succeed without its host"
     );
+    Killed {
+        args,
+        sessions,
+        session_id: id,
+        server_id: first.server_id,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_host_resumes_settled_transcripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let Killed {
+        args,
+        sessions: _,
+        session_id: id,
+        server_id: first_id,
+    } = kill_host_mid_turn(dir.path()).await;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
 
     // Same sessions directory: same server id, and the settled transcript is back.
     let second = HostProcess::start(&args, &[]).await;
-    assert_eq!(second.server_id, first.server_id, "the server id is stable");
+    assert_eq!(second.server_id, first_id, "the server id is stable");
     let client = guard(
         "connect",
         Client::connect(ClientConfig::new(Endpoint::Unix(second.socket()))),
@@ -556,36 +580,13 @@ async fn a_turn_outlives_a_sigkilled_prompt_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_sigkilled_mid_turn_restarts_past_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
-    let sessions = dir.path().join("sessions");
-    let args = [
-        "--listen".to_owned(),
-        format!("unix://{}", dir.path().join("sock").display()),
-        "--sessions-dir".to_owned(),
-        sessions.display().to_string(),
-    ];
+    let Killed {
+        args,
+        sessions,
+        session_id: id,
+        server_id: first_id,
+    } = kill_host_mid_turn(dir.path()).await;
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut first = HostProcess::start(&args, &[]).await;
-    let id = create(&first.url).await;
-    let (status, _, err) = cli(&first.url, &["prompt", &id, "run `echo one`"]).await;
-    assert!(status.success(), "{err}");
-
-    let mut prompt = Command::new(baton())
-        .args(["--connect", &first.url, "prompt", &id, "run `sleep 20`"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(prompt.stdout.take().unwrap()).lines();
-    read_until("the second turn calls its tool", &mut lines, |l| {
-        l.starts_with("→ bash")
-    })
-    .await;
-    first.child.start_kill().unwrap();
-    guard("killed host", first.child.wait()).await.unwrap();
-    let status = guard("orphaned prompt", prompt.wait()).await.unwrap();
-    assert!(!status.success());
 
     // The kill cut a write short: the file ends in half a line.
     let file = find_file(&sessions, &format!("{id}.jsonl"));
@@ -598,7 +599,7 @@ async fn a_host_sigkilled_mid_turn_restarts_past_a_torn_tail() {
     std::fs::write(&file, &torn).unwrap();
 
     let second = HostProcess::start(&args, &[]).await;
-    assert_eq!(second.server_id, first.server_id);
+    assert_eq!(second.server_id, first_id);
     let roles = settled_roles(&second, &id).await;
     assert_eq!(
         roles[..5],
