@@ -28,7 +28,7 @@ pub(crate) async fn connect(
     let endpoint = &config.endpoint;
     let attempt = async {
         let tls = tls.map(|c| (c, config.tls.server_name.as_deref()));
-        let stream = transport::open(endpoint, tls).await?;
+        let stream = transport::open(endpoint, tls, config.tcp_keepalive).await?;
         let (read, mut writer) = tokio::io::split(stream);
         let mut reader = FramedRead::new(read, ClientCodec::new(config.max_frame_length));
         let mut handshake = ClientHandshake::new(expected.cloned());

@@ -49,7 +49,8 @@ pub mod view;
 pub use client::{Client, RequestOptions};
 pub use config::{
     ClientConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EARLY_UPDATE_BUFFER, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_OUTBOUND_QUEUE, DEFAULT_SUBSCRIPTION_EVENTS, ReconnectPolicy,
+    DEFAULT_OUTBOUND_QUEUE, DEFAULT_SUBSCRIPTION_EVENTS, DEFAULT_TCP_KEEPALIVE_INTERVAL,
+    DEFAULT_TCP_KEEPALIVE_RETRIES, DEFAULT_TCP_KEEPALIVE_TIME, KeepaliveConfig, ReconnectPolicy,
 };
 pub use driver::{Reply, SESSION_MANAGEMENT_SERVICE};
 pub use endpoint::{Endpoint, EndpointError};

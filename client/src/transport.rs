@@ -7,6 +7,7 @@ use rustls_pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, UnixStream};
 
+use crate::config::KeepaliveConfig;
 use crate::endpoint::Endpoint;
 use crate::error::ConnectError;
 
@@ -21,6 +22,7 @@ pub(crate) type BoxStream = Pin<Box<dyn Stream>>;
 pub(crate) async fn open(
     endpoint: &Endpoint,
     tls: Option<(&Arc<rustls::ClientConfig>, Option<&str>)>,
+    keepalive: Option<KeepaliveConfig>,
 ) -> Result<BoxStream, ConnectError> {
     let io_err = |source| ConnectError::Io {
         endpoint: endpoint.clone(),
@@ -34,6 +36,7 @@ pub(crate) async fn open(
                 .map_err(io_err)?;
             // Small frames are latency-bound: do not wait to coalesce.
             tcp.set_nodelay(true).map_err(io_err)?;
+            set_keepalive(&tcp, keepalive).map_err(io_err)?;
             Ok(Box::pin(tcp))
         }
         Endpoint::Tls { host, port } => {
@@ -50,6 +53,7 @@ pub(crate) async fn open(
                 .await
                 .map_err(io_err)?;
             tcp.set_nodelay(true).map_err(io_err)?;
+            set_keepalive(&tcp, keepalive).map_err(io_err)?;
             let connector = tokio_rustls::TlsConnector::from(Arc::clone(config));
             let stream = connector
                 .connect(server_name, tcp)
@@ -58,4 +62,27 @@ pub(crate) async fn open(
             Ok(Box::pin(stream))
         }
     }
+}
+
+/// Keepalive probes, and on Linux a user timeout of the same budget so data sent to a
+/// vanished server does not sit in retransmission for ~15 minutes.
+fn set_keepalive(tcp: &TcpStream, keepalive: Option<KeepaliveConfig>) -> std::io::Result<()> {
+    let Some(k) = keepalive else {
+        return Ok(());
+    };
+    let params = socket2::TcpKeepalive::new()
+        .with_time(k.time)
+        .with_interval(k.interval);
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "macos",
+        target_os = "freebsd"
+    ))]
+    let params = params.with_retries(k.retries);
+    let sock = socket2::SockRef::from(tcp);
+    sock.set_tcp_keepalive(&params)?;
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    sock.set_tcp_user_timeout(Some(k.dead_after()))?;
+    Ok(())
 }

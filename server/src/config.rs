@@ -68,7 +68,11 @@ pub struct ServerConfig {
     pub drain_timeout: Duration,
     /// Flush deadline for a closing connection ([`DEFAULT_GRACEFUL_CLOSE_TIMEOUT`]).
     pub graceful_close_timeout: Duration,
-    /// TCP keepalive on accepted TCP and TLS sockets; `None` disables it.
+    /// TCP keepalive on accepted TCP and TLS sockets, plus (on Linux) a TCP user timeout of
+    /// [`KeepaliveConfig::dead_after`]; `None` disables both. This is how half-open
+    /// connections (a peer that vanished without a FIN or RST) are found and closed: Pi v8 has
+    /// no ping frame, and an idle subscriber of a quiet session is healthy, so the server
+    /// cannot close connections merely for being silent.
     pub tcp_keepalive: Option<KeepaliveConfig>,
 }
 
@@ -82,6 +86,24 @@ pub struct KeepaliveConfig {
     pub interval: Duration,
     /// Probes before the connection is dropped ([`DEFAULT_TCP_KEEPALIVE_RETRIES`]).
     pub retries: u32,
+}
+
+impl KeepaliveConfig {
+    /// Probes after `time` of silence, every `interval`, `retries` times.
+    pub fn new(time: Duration, interval: Duration, retries: u32) -> Self {
+        Self {
+            time,
+            interval,
+            retries,
+        }
+    }
+
+    /// How long a silent peer lives: `time + interval × retries` (60 s by default). Also the
+    /// TCP user timeout (Linux): data unacknowledged for this long drops the connection.
+    pub fn dead_after(&self) -> Duration {
+        self.time
+            .saturating_add(self.interval.saturating_mul(self.retries))
+    }
 }
 
 impl Default for KeepaliveConfig {

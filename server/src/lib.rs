@@ -65,6 +65,7 @@ pub mod fuzzing;
 pub mod host;
 mod identity;
 pub mod listen;
+mod panics;
 mod publish;
 mod random;
 mod router;

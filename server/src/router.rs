@@ -33,6 +33,7 @@ use crate::error::{CloseError, ServiceError};
 use crate::host::{
     CallResult, ServerHost, ServiceAttachment, SessionHandle, SessionMetadata, Termination,
 };
+use crate::panics::guarded;
 use crate::publish::Publisher;
 use crate::tasks::spawn;
 
@@ -239,7 +240,12 @@ impl<H: ServerHost> Router<H> {
         let attachment_id = Id::new(crate::random::uuid_v4())
             .map_err(|_| ServiceError::internal("empty attachment id"))?;
         lock(&hosted.clients).insert(slot.conn_id, Arc::downgrade(slot));
-        let lease = match hosted.handle.attach_client(ctx.clone()).await {
+        let lease = match guarded(
+            "session attach_client",
+            hosted.handle.attach_client(ctx.clone()),
+        )
+        .await
+        {
             Ok(lease) => Arc::new(lease),
             Err(e) => {
                 lock(&hosted.clients).remove(&slot.conn_id);
@@ -251,7 +257,7 @@ impl<H: ServerHost> Router<H> {
             || slot.disconnected.load(Ordering::Acquire)
         {
             lock(&hosted.clients).remove(&slot.conn_id);
-            if let Err(e) = lease.release(ctx).await {
+            if let Err(e) = guarded("release", lease.release(ctx)).await {
                 report("releasing a lease acquired while the session ended", &e);
             }
             return Err(draining());
@@ -286,7 +292,11 @@ impl<H: ServerHost> Router<H> {
         session_id: &str,
         ctx: &Context,
     ) -> Result<Arc<Hosted<H>>, ServiceError> {
-        let metadata = self.host.resolve_session(session_id, ctx.clone()).await?;
+        let metadata = guarded(
+            "resolve_session",
+            self.host.resolve_session(session_id, ctx.clone()),
+        )
+        .await?;
         let key = metadata.session_id().to_owned();
         let cell = Arc::clone(lock(&self.sessions).entry(key.clone()).or_default());
         let open_ctx = Context::new(self.shutdown.child_token(), ctx.peer_arc());
@@ -296,7 +306,9 @@ impl<H: ServerHost> Router<H> {
                 let span = tracing::info_span!("session", id = %key);
                 self.opens.track_future(
                     async move {
-                        match this.host.open_session(metadata, open_ctx).await {
+                        match guarded("open_session", this.host.open_session(metadata, open_ctx))
+                            .await
+                        {
                             Ok(handle) => Ok(this.host_session(key.clone(), handle)),
                             Err(e) => {
                                 report("opening session", &e);
@@ -328,7 +340,14 @@ impl<H: ServerHost> Router<H> {
         let router = Arc::downgrade(self);
         let watched = Arc::clone(&hosted);
         spawn(&self.tasks, async move {
-            let terminated = SessionHandle::terminated(&*watched.handle);
+            // A panicking `terminated` counts as the session failing, not as a lost watcher.
+            let terminated = async {
+                guarded("terminated", async {
+                    Ok(SessionHandle::terminated(&*watched.handle).await)
+                })
+                .await
+                .unwrap_or_else(|_| Termination::Failed("host session watcher panicked".into()))
+            };
             let termination: Termination = tokio::select! {
                 t = terminated => t,
                 () = watched.stop.cancelled() => return,
@@ -396,7 +415,11 @@ impl<H: ServerHost> Router<H> {
         }
         let mut cell = lock(&self.sessions).get(&session_id).cloned();
         if cell.is_none()
-            && let Ok(metadata) = self.host.resolve_session(&session_id, ctx.clone()).await
+            && let Ok(metadata) = guarded(
+                "resolve_session",
+                self.host.resolve_session(&session_id, ctx.clone()),
+            )
+            .await
         {
             cell = lock(&self.sessions).get(metadata.session_id()).cloned();
         }
@@ -415,9 +438,7 @@ impl<H: ServerHost> Router<H> {
         };
         self.forget(&hosted);
         self.release_all(&hosted).await;
-        hosted
-            .handle
-            .close(ctx)
+        guarded("close", hosted.handle.close(ctx))
             .await
             .inspect_err(|e| report("closing removed session", e))
     }
@@ -438,7 +459,7 @@ impl<H: ServerHost> Router<H> {
                 hosted.invalidated.store(true, Ordering::Release);
                 hosted.stop.cancel();
                 let ctx = Context::new(CancellationToken::new(), None);
-                if let Err(e) = hosted.handle.close(ctx).await {
+                if let Err(e) = guarded("close", hosted.handle.close(ctx)).await {
                     report("closing session at shutdown", &e);
                     failures.push(format!("session {}: {}", hosted.session_id, describe(&e)));
                 }
@@ -462,7 +483,7 @@ async fn release<H: ServerHost>(
 ) {
     attachment.ops.close();
     attachment.ops.wait().await;
-    if let Err(e) = attachment.lease.release(ctx).await {
+    if let Err(e) = guarded("release", attachment.lease.release(ctx)).await {
         report("releasing session attachment", &e);
     }
     lock(&attachment.hosted.clients).remove(&slot.conn_id);

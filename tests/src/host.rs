@@ -2,7 +2,7 @@
 //! counters and an event log for every boundary call, and a chord counter service
 //! (`test.counter`) whose updates go through the server's publisher.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use baton_protocol::Value;
@@ -55,6 +55,8 @@ pub struct Inner {
     /// Identity policy for sessions: `resolve_session` for a peer whose [`identity_key`] is
     /// listed fails with that `(code, message)` (the attach request gets it as its error).
     pub refuse_sessions: HashMap<String, (String, String)>,
+    /// Host hooks that panic (a host bug): any of [`hooks`]' names.
+    pub panic_in: HashSet<&'static str>,
     counter: Counter,
     terminators: HashMap<String, Arc<Notify>>,
 }
@@ -119,6 +121,22 @@ pub mod gates {
     pub const OPEN: &str = "open";
 }
 
+/// Host hooks that [`Inner::panic_in`] can make panic.
+pub mod hooks {
+    /// `ServerHost::attach_client` (the handshake).
+    pub const ATTACH_CLIENT: &str = "attach_client";
+    /// `ServerHost::open_session`.
+    pub const OPEN: &str = "open_session";
+    /// `SessionHandle::attach_client`.
+    pub const SESSION_ATTACH: &str = "session attach_client";
+    /// `release` of a session lease.
+    pub const LEASE_RELEASE: &str = "lease release";
+    /// `release` of a connection's server services.
+    pub const SERVICES_RELEASE: &str = "services release";
+    /// `SessionHandle::close`.
+    pub const CLOSE: &str = "close";
+}
+
 impl TestHost {
     /// A host that knows `sessions`.
     pub fn new(sessions: &[&str]) -> Self {
@@ -170,6 +188,15 @@ impl TestHost {
         if let Some(g) = gate {
             self.event(format!("waiting {name}"));
             let _ = g.acquire().await;
+        }
+    }
+
+    /// Panics (outside the state lock) when the test asked `hook` to.
+    fn maybe_panic(&self, hook: &'static str) {
+        let panics = self.lock().panic_in.contains(hook);
+        if panics {
+            self.event(format!("panic {hook}"));
+            panic!("test host panic in {hook}");
         }
     }
 
@@ -425,6 +452,7 @@ impl ServiceAttachment for TestServices {
     }
 
     async fn release(&self, _ctx: Context) -> Result<(), ServiceError> {
+        self.host.maybe_panic(hooks::SERVICES_RELEASE);
         self.host.with(|i| i.services_released += 1);
         Ok(())
     }
@@ -459,6 +487,7 @@ impl ServiceAttachment for TestLease {
         let id = self.id.clone();
         self.host
             .with(|i| *i.lease_releases.entry(id).or_default() += 1);
+        self.host.maybe_panic(hooks::LEASE_RELEASE);
         Ok(())
     }
 }
@@ -467,6 +496,7 @@ impl SessionHandle for TestSession {
     type Attachment = TestLease;
 
     async fn attach_client(&self, _ctx: Context) -> Result<TestLease, ServiceError> {
+        self.host.maybe_panic(hooks::SESSION_ATTACH);
         let id = self.id.clone();
         self.host
             .with(|i| *i.session_attaches.entry(id).or_default() += 1);
@@ -484,6 +514,7 @@ impl SessionHandle for TestSession {
     async fn close(&self, _ctx: Context) -> Result<(), ServiceError> {
         let id = self.id.clone();
         self.host.with(|i| *i.closes.entry(id).or_default() += 1);
+        self.host.maybe_panic(hooks::CLOSE);
         Ok(())
     }
 }
@@ -513,6 +544,7 @@ impl ServerHost for TestHost {
             return Err(ServiceError::new(&code, message));
         }
         self.pass(gates::ATTACH_CLIENT).await;
+        self.maybe_panic(hooks::ATTACH_CLIENT);
         Ok(TestServices {
             host: self.clone(),
             presentation,
@@ -558,6 +590,7 @@ impl ServerHost for TestHost {
             i.events.push(format!("open {id}"));
         });
         self.pass(gates::OPEN).await;
+        self.maybe_panic(hooks::OPEN);
         if self.lock().fail_open {
             return Err(ServiceError::internal("private open failure"));
         }

@@ -6,6 +6,8 @@
 
 pub mod certs;
 pub mod host;
+#[cfg(target_os = "linux")]
+pub mod netns;
 pub mod notation;
 pub mod peer;
 pub mod server;

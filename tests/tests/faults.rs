@@ -14,7 +14,7 @@ use baton_client::{Client, ClientConfig, Endpoint, Subscription};
 use baton_protocol::chord::{Replica, ServiceMode, StateDecoder};
 use baton_protocol::{ClientMessage, Id, Outcome, Request, ServerMessage, Target, Value};
 use baton_server::Published;
-use baton_tests::host::TestHost;
+use baton_tests::host::{TestHost, hooks};
 use baton_tests::peer::{RawPeer, call, error, id};
 use baton_tests::server::{TestServer, config};
 use baton_tests::{guard, vm_rss_bytes};
@@ -337,6 +337,89 @@ async fn a_panicking_host_call_is_answered_internal_error_and_isolated() {
     );
     // Nothing is left hanging: the server closes promptly.
     guard("close", s.server.close()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_host_panicking_in_a_lifecycle_hook_costs_only_that_operation() {
+    let _serial = SERIAL.lock().await;
+    let host = TestHost::new(&["s1"]);
+    let mut c = config();
+    // Two connection slots: a connection whose teardown panicked and leaked its slot would
+    // make the next one `busy`.
+    c.max_connections = 2;
+    let s = TestServer::unix(host.clone(), c).await;
+    let internal = error("internal_error", "Internal server error");
+    let attach = |sid: &str| call("pi.session-management", "attach", vec![Value::from(sid)]);
+    let panic_in = |hook: &'static str, on: bool| {
+        host.with(|i| {
+            if on {
+                i.panic_in.insert(hook);
+            } else {
+                i.panic_in.remove(hook);
+            }
+        });
+    };
+
+    // open_session: the attach fails sanitised; the next attach opens the session afresh.
+    let mut p = s.ready_peer().await;
+    panic_in(hooks::OPEN, true);
+    assert_eq!(p.call(p.server_target(), attach("s1")).await, internal);
+    panic_in(hooks::OPEN, false);
+    let route = p.attach("s1").await;
+    assert_eq!(host.lock().opens["s1"], 2);
+
+    // The session's attach_client: only this attach fails; the session stays hosted.
+    let mut q = s.ready_peer().await;
+    panic_in(hooks::SESSION_ATTACH, true);
+    assert_eq!(q.call(q.server_target(), attach("s1")).await, internal);
+    panic_in(hooks::SESSION_ATTACH, false);
+    let q_route = q.attach("s1").await;
+    assert_eq!(host.lock().opens["s1"], 2, "the hosted session was reused");
+
+    // Both releases panic while p disconnects: its teardown still completes (slot freed,
+    // session attachment forgotten) and q is unaffected.
+    panic_in(hooks::LEASE_RELEASE, true);
+    panic_in(hooks::SERVICES_RELEASE, true);
+    p.shutdown().await;
+    drop(p);
+    host.until("both releases panicked", |i| {
+        i.events.iter().any(|e| e == "panic lease release")
+            && i.events.iter().any(|e| e == "panic services release")
+    })
+    .await;
+    panic_in(hooks::LEASE_RELEASE, false);
+    panic_in(hooks::SERVICES_RELEASE, false);
+    assert_eq!(
+        s.server.connection_count(),
+        1,
+        "the panicked teardown freed its slot"
+    );
+    let mut r = s.ready_peer().await;
+    let r_route = r.attach("s1").await;
+    assert_ne!(r_route.attachment_id, route.attachment_id);
+    assert_eq!(
+        q.call(Target::Session(q_route), echo(Value::from(3))).await,
+        Outcome::Value(Value::from(3))
+    );
+    drop(q);
+    drop(r);
+
+    // The handshake's attach_client: that client gets a sanitised hello_error.
+    host.until("connections closed", |_| s.server.connection_count() == 0)
+        .await;
+    panic_in(hooks::ATTACH_CLIENT, true);
+    let mut h = s.connect().await;
+    h.send(&ClientMessage::hello()).await;
+    h.expect_hello_error("internal_error", "Internal server error")
+        .await;
+    panic_in(hooks::ATTACH_CLIENT, false);
+
+    // close at shutdown: reported as a close failure, not a panic in the caller.
+    panic_in(hooks::CLOSE, true);
+    let closed = guard("close", s.server.close()).await;
+    let failure = closed.expect_err("the panicked close is reported");
+    assert!(failure.to_string().contains("s1"), "{failure}");
+    assert_eq!(host.lock().closes["s1"], 1);
 }
 
 /// Reads messages, recording every response, until `until` has been answered (or, with

@@ -30,6 +30,7 @@ use crate::context::{Context, Peer};
 use crate::error::ServiceError;
 use crate::host::{ServerHost, ServiceAttachment};
 use crate::listen::Stream;
+use crate::panics::guarded;
 use crate::publish::Publisher;
 use crate::router::lock;
 use crate::server::ServerShared;
@@ -227,7 +228,7 @@ async fn run<H: ServerHost>(
     }
     if let Some(s) = services {
         let ctx = Context::new(CancellationToken::new(), Some(Arc::clone(&peer)));
-        if let Err(e) = s.release(ctx).await {
+        if let Err(e) = guarded("release", s.release(ctx)).await {
             tracing::warn!(error = ?e, "releasing server services failed");
         }
     }
@@ -255,10 +256,14 @@ fn start_attach<H: ServerHost>(
     let presentation = presentation.clone();
     let ctx = Context::new(conn_cancel.child_token(), Some(Arc::clone(peer)));
     spawn(&server.conn_tasks, async move {
-        let result = host.attach_client(presentation, ctx.clone()).await;
+        let result = guarded(
+            "attach_client",
+            host.attach_client(presentation, ctx.clone()),
+        )
+        .await;
         if let Err(Ok(services)) = tx.send(result) {
             // The connection ended first (e.g. the handshake timed out): release at once.
-            if let Err(e) = services.release(ctx).await {
+            if let Err(e) = guarded("release", services.release(ctx)).await {
                 tracing::warn!(error = ?e, "releasing services of a closed connection failed");
             }
         }

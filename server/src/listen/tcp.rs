@@ -55,6 +55,13 @@ pub(crate) fn configure_accepted(stream: &TcpStream, keepalive: Option<Keepalive
         if let Err(error) = SockRef::from(stream).set_tcp_keepalive(&params) {
             tracing::debug!(%error, "cannot enable TCP keepalive on accepted socket");
         }
+        // Keepalive probes only go out while nothing is unacknowledged; with data in flight
+        // to a vanished peer the kernel would retransmit for ~15 minutes. The user timeout
+        // bounds that case by the same budget.
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if let Err(error) = SockRef::from(stream).set_tcp_user_timeout(Some(k.dead_after())) {
+            tracing::debug!(%error, "cannot set TCP_USER_TIMEOUT on accepted socket");
+        }
     }
 }
 
@@ -104,6 +111,12 @@ mod tests {
             );
             assert_eq!(sock.tcp_keepalive_retries().unwrap(), 3);
         }
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        assert_eq!(
+            sock.tcp_user_timeout().unwrap(),
+            Some(Duration::from_secs(60)),
+            "TCP_USER_TIMEOUT = 30 s + 3 × 10 s"
+        );
         assert!(server.nodelay().unwrap(), "TCP_NODELAY");
     }
 
@@ -112,6 +125,8 @@ mod tests {
         let (server, _client) = accepted().await;
         configure_accepted(&server, None);
         assert!(!SockRef::from(&server).keepalive().unwrap());
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        assert_eq!(SockRef::from(&server).tcp_user_timeout().unwrap(), None);
         assert!(server.nodelay().unwrap());
     }
 
