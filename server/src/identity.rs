@@ -2,7 +2,7 @@
 //! protocol byte was read.
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use rustls_pki_types::CertificateDer;
@@ -86,8 +86,36 @@ impl fmt::Display for PeerIdentity {
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClientCertificate {
     subject: String,
+    common_name: Option<String>,
+    alt_names: Vec<SubjectAltName>,
     sha256: [u8; 32],
     der: CertificateDer<'static>,
+}
+
+/// One subject alternative name of a client certificate: how service meshes (SPIFFE URIs),
+/// device fleets (DNS names) and people (e-mail) are usually named in mutual TLS.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SubjectAltName {
+    /// `dNSName`.
+    Dns(String),
+    /// `uniformResourceIdentifier`, e.g. `spiffe://example.org/agent`.
+    Uri(String),
+    /// `rfc822Name`.
+    Email(String),
+    /// `iPAddress`.
+    Ip(IpAddr),
+}
+
+impl fmt::Display for SubjectAltName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Dns(name) => write!(f, "DNS:{name}"),
+            Self::Uri(uri) => write!(f, "URI:{uri}"),
+            Self::Email(email) => write!(f, "email:{email}"),
+            Self::Ip(ip) => write!(f, "IP:{ip}"),
+        }
+    }
 }
 
 impl ClientCertificate {
@@ -96,9 +124,11 @@ impl ClientCertificate {
         let digest = ring::digest::digest(&ring::digest::SHA256, der.as_ref());
         let mut sha256 = [0; 32];
         sha256.copy_from_slice(digest.as_ref());
-        let subject = der::subject_string(der.as_ref()).unwrap_or_default();
+        let parsed = der::parse(der.as_ref()).unwrap_or_default();
         Self {
-            subject,
+            subject: parsed.subject,
+            common_name: parsed.common_name,
+            alt_names: parsed.alt_names,
             sha256,
             der,
         }
@@ -110,11 +140,16 @@ impl ClientCertificate {
         &self.subject
     }
 
-    /// The common name (`CN`), if the subject has one.
+    /// The common name (`CN`), unescaped, if the subject has one (the most specific one if
+    /// it has several).
     pub fn common_name(&self) -> Option<&str> {
-        self.subject
-            .split(',')
-            .find_map(|rdn| rdn.strip_prefix("CN="))
+        self.common_name.as_deref()
+    }
+
+    /// The subject alternative names (DNS, URI, e-mail, IP; other kinds are skipped), in
+    /// certificate order.
+    pub fn subject_alt_names(&self) -> &[SubjectAltName] {
+        &self.alt_names
     }
 
     /// SHA-256 of the DER certificate.
@@ -145,15 +180,28 @@ impl fmt::Debug for ClientCertificate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientCertificate")
             .field("subject", &self.subject)
+            .field("alt_names", &self.alt_names)
             .field("sha256", &self.sha256_fingerprint_hex())
             .finish_non_exhaustive()
     }
 }
 
-/// Just enough DER to read a certificate's subject name (the certificate was already
-/// verified by rustls/webpki, so this only has to be correct, not defensive about semantics).
+/// Just enough DER to read a certificate's subject name and alternative names. The
+/// certificate was already verified by rustls/webpki; every read is still bounds-checked, and
+/// anything unexpected yields `None` (an empty subject), never a panic.
 mod der {
     use std::fmt::Write as _;
+    use std::net::IpAddr;
+
+    use super::SubjectAltName;
+
+    /// What [`parse`] reads.
+    #[derive(Debug, Default)]
+    pub(super) struct Parsed {
+        pub(super) subject: String,
+        pub(super) common_name: Option<String>,
+        pub(super) alt_names: Vec<SubjectAltName>,
+    }
 
     struct Tlv<'a> {
         tag: u8,
@@ -188,9 +236,14 @@ mod der {
     const SET: u8 = 0x31;
     const OID: u8 = 0x06;
     const CONTEXT_0: u8 = 0xa0;
+    const CONTEXT_3: u8 = 0xa3;
+    const BOOLEAN: u8 = 0x01;
+    const OCTET_STRING: u8 = 0x04;
+    const SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x11]; // 2.5.29.17
+    const COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03]; // 2.5.4.3
 
-    /// RFC 4514 string of the subject of a DER certificate.
-    pub(super) fn subject_string(cert: &[u8]) -> Option<String> {
+    /// The subject (RFC 4514), its common name and the subject alternative names.
+    pub(super) fn parse(cert: &[u8]) -> Option<Parsed> {
         let cert = tlv(cert)?;
         (cert.tag == SEQUENCE).then_some(())?;
         let tbs = tlv(cert.body)?;
@@ -211,10 +264,76 @@ mod der {
         let subject = next()?;
         let _ = item;
         (subject.tag == SEQUENCE).then_some(())?;
-        name_string(subject.body)
+        let (subject, common_name) = name_string(subject.body)?;
+        let _public_key = next()?;
+        // Optional issuer/subject unique ids ([1], [2]), then extensions ([3]).
+        let mut alt_names = Vec::new();
+        while let Some(field) = next() {
+            if field.tag == CONTEXT_3 {
+                // A malformed extension costs the alternative names, not the subject.
+                alt_names = subject_alt_names(field.body).unwrap_or_default();
+            }
+        }
+        Some(Parsed {
+            subject,
+            common_name,
+            alt_names,
+        })
     }
 
-    fn name_string(mut rdns: &[u8]) -> Option<String> {
+    /// The names in the subjectAltName extension of `[3] { SEQUENCE OF Extension }`.
+    fn subject_alt_names(explicit: &[u8]) -> Option<Vec<SubjectAltName>> {
+        let extensions = tlv(explicit)?;
+        (extensions.tag == SEQUENCE).then_some(())?;
+        let mut rest = extensions.body;
+        while !rest.is_empty() {
+            let extension = tlv(rest)?;
+            rest = extension.rest;
+            (extension.tag == SEQUENCE).then_some(())?;
+            let oid = tlv(extension.body)?;
+            (oid.tag == OID).then_some(())?;
+            if oid.body != SUBJECT_ALT_NAME {
+                continue;
+            }
+            let mut value = tlv(oid.rest)?;
+            if value.tag == BOOLEAN {
+                value = tlv(value.rest)?; // `critical`
+            }
+            (value.tag == OCTET_STRING).then_some(())?;
+            let names = tlv(value.body)?;
+            (names.tag == SEQUENCE).then_some(())?;
+            return Some(general_names(names.body));
+        }
+        Some(Vec::new())
+    }
+
+    fn general_names(mut names: &[u8]) -> Vec<SubjectAltName> {
+        let mut out = Vec::new();
+        while let Some(name) = tlv(names) {
+            names = name.rest;
+            let text = || std::str::from_utf8(name.body).ok().map(str::to_owned);
+            let parsed = match name.tag {
+                0x81 => text().map(SubjectAltName::Email),
+                0x82 => text().map(SubjectAltName::Dns),
+                0x86 => text().map(SubjectAltName::Uri),
+                0x87 => match name.body.len() {
+                    4 => <[u8; 4]>::try_from(name.body)
+                        .ok()
+                        .map(|b| SubjectAltName::Ip(IpAddr::from(b))),
+                    16 => <[u8; 16]>::try_from(name.body)
+                        .ok()
+                        .map(|b| SubjectAltName::Ip(IpAddr::from(b))),
+                    _ => None,
+                },
+                _ => None, // otherName, directoryName, …: not names a host matches on
+            };
+            out.extend(parsed);
+        }
+        out
+    }
+
+    fn name_string(mut rdns: &[u8]) -> Option<(String, Option<String>)> {
+        let mut common_name = None;
         let mut parts = Vec::new();
         while !rdns.is_empty() {
             let set = tlv(rdns)?;
@@ -229,6 +348,10 @@ mod der {
                 let oid = tlv(atv.body)?;
                 (oid.tag == OID).then_some(())?;
                 let value = tlv(oid.rest)?;
+                if oid.body == COMMON_NAME {
+                    // Later RDNs are more specific (RFC 4514 lists them first).
+                    common_name = Some(String::from_utf8_lossy(value.body).into_owned());
+                }
                 rdn.push(format!(
                     "{}={}",
                     attribute_name(oid.body),
@@ -239,7 +362,7 @@ mod der {
         }
         // RFC 4514 lists the most specific RDN first.
         parts.reverse();
-        Some(parts.join(","))
+        Some((parts.join(","), common_name))
     }
 
     fn attribute_name(oid: &[u8]) -> String {
@@ -307,5 +430,94 @@ mod der {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        reason = "test code: a failed unwrap is a failed test"
+    )]
+
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+    use rcgen::{CertificateParams, DnType, KeyPair, SanType};
+
+    use super::{ClientCertificate, SubjectAltName};
+
+    fn certificate(params: CertificateParams) -> ClientCertificate {
+        let key = KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        ClientCertificate::from_der(cert.der().clone())
+    }
+
+    #[test]
+    fn alternative_names_of_every_supported_kind_are_read_in_order() {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, "agent");
+        params.subject_alt_names = vec![
+            SanType::URI("spiffe://example.org/agent".try_into().unwrap()),
+            SanType::DnsName("agent.example.org".try_into().unwrap()),
+            SanType::Rfc822Name("ops@example.org".try_into().unwrap()),
+            SanType::IpAddress(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7))),
+            SanType::IpAddress(IpAddr::V6(Ipv6Addr::LOCALHOST)),
+        ];
+        let cert = certificate(params);
+        assert_eq!(
+            cert.subject_alt_names(),
+            [
+                SubjectAltName::Uri("spiffe://example.org/agent".into()),
+                SubjectAltName::Dns("agent.example.org".into()),
+                SubjectAltName::Email("ops@example.org".into()),
+                SubjectAltName::Ip(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7))),
+                SubjectAltName::Ip(IpAddr::V6(Ipv6Addr::LOCALHOST)),
+            ]
+        );
+        assert_eq!(cert.common_name(), Some("agent"));
+        assert_eq!(
+            cert.subject_alt_names()[0].to_string(),
+            "URI:spiffe://example.org/agent"
+        );
+    }
+
+    #[test]
+    fn a_certificate_without_alternative_names_has_none() {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, "bob");
+        let cert = certificate(params);
+        assert!(cert.subject_alt_names().is_empty());
+        assert_eq!(cert.subject(), "CN=bob");
+    }
+
+    #[test]
+    fn a_common_name_with_rfc4514_specials_comes_back_unescaped() {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "Example");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "Doe, Jane+ops");
+        let cert = certificate(params);
+        // rcgen writes CN before O, so O is the most specific RDN here.
+        assert_eq!(cert.subject(), "O=Example,CN=Doe\\, Jane\\+ops");
+        assert_eq!(cert.common_name(), Some("Doe, Jane+ops"));
+    }
+
+    #[test]
+    fn truncated_or_garbage_der_yields_an_empty_identity_not_a_panic() {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, "carol");
+        params.subject_alt_names = vec![SanType::DnsName("carol.example".try_into().unwrap())];
+        let key = KeyPair::generate().unwrap();
+        let der = params.self_signed(&key).unwrap().der().to_vec();
+        for cut in 0..der.len() {
+            let cert = ClientCertificate::from_der(der[..cut].to_vec().into());
+            assert!(cert.subject_alt_names().len() <= 1);
+        }
+        let cert = ClientCertificate::from_der(vec![0x30, 0x84, 0xff, 0xff, 0xff, 0xff].into());
+        assert_eq!(cert.subject(), "");
+        assert_eq!(cert.common_name(), None);
     }
 }

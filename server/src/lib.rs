@@ -87,7 +87,7 @@ pub use error::{
 pub use host::{
     CallResult, ServerHost, ServiceAttachment, SessionHandle, SessionMetadata, Termination,
 };
-pub use identity::{ClientCertificate, PeerIdentity, Transport};
+pub use identity::{ClientCertificate, PeerIdentity, SubjectAltName, Transport};
 pub use listen::{ClientAuth, ListenAddr, Listener, TcpOptions, TlsConfig, unix_socket_path};
 pub use publish::{Published, Publisher};
 pub use router::Presentation;

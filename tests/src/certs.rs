@@ -48,9 +48,15 @@ impl TestCa {
         self.sign(params)
     }
 
-    /// A client certificate with subject `CN=<common_name>,O=Baton Tests`.
+    /// A client certificate with subject `CN=<common_name>,O=Baton Tests` and the alternative
+    /// name `URI:spiffe://baton.test/<common_name>`.
     pub fn client(&self, common_name: &str) -> Identity {
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("client params");
+        params.subject_alt_names = vec![rcgen::SanType::URI(
+            format!("spiffe://baton.test/{common_name}")
+                .try_into()
+                .expect("a valid URI"),
+        )];
         params
             .distinguished_name
             .push(DnType::OrganizationName, "Baton Tests");

@@ -2,7 +2,7 @@
 //! missing client certificates, and plaintext sent to a TLS port.
 
 use baton_protocol::{ClientMessage, Outcome, Target, Value};
-use baton_server::{ClientAuth, PeerIdentity};
+use baton_server::{ClientAuth, PeerIdentity, SubjectAltName};
 use baton_tests::certs::TestCa;
 use baton_tests::host::TestHost;
 use baton_tests::peer::{Event, RawPeer, call};
@@ -71,6 +71,10 @@ async fn mutual_tls_identity_reaches_the_host() {
             assert_eq!(cert.common_name(), Some("alice"));
             // RFC 4514 order: last RDN of the DER sequence first (rcgen writes CN, then O).
             assert_eq!(cert.subject(), "O=Baton Tests,CN=alice");
+            assert_eq!(
+                cert.subject_alt_names(),
+                [SubjectAltName::Uri("spiffe://baton.test/alice".into())]
+            );
             assert_eq!(cert.sha256_fingerprint_hex(), sha256_hex(&alice.cert_der));
         }
         other => panic!("expected a verified client certificate, got {other:?}"),
