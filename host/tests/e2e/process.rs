@@ -1,5 +1,6 @@
 //! The binaries as processes: `baton-host serve` driven by the `baton` CLI, restart and
-//! resume, the default socket, TLS with `baton-host certs`, and `baton-host demo`.
+//! resume, the default socket, TLS with `baton-host certs`, `baton-host demo`, and the
+//! interactive `baton attach` driven through its stdin and signals.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -570,6 +571,99 @@ async fn a_turn_outlives_a_sigkilled_prompt_process() {
     .unwrap();
     let status = guard("watch exits", watch.wait()).await.unwrap();
     assert!(status.success(), "watch: {status}");
+    assert!(host.terminate().await.success());
+}
+
+/// The interactive `attach` as a terminal user drives it: prompts and commands on stdin, a
+/// Ctrl-C (SIGINT) that aborts the running turn instead of exiting, and `/detach`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interactive_attach_prompts_aborts_on_ctrl_c_and_detaches() {
+    use tokio::io::AsyncWriteExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let host = HostProcess::start(
+        &[
+            "--listen",
+            &format!("unix://{}", dir.path().join("sock").display()),
+            "--sessions-dir",
+            &dir.path().join("sessions").display().to_string(),
+        ],
+        &[],
+    )
+    .await;
+    let url = host.url.clone();
+    // The tool blocks on a FIFO nobody writes: the turn runs until it is aborted.
+    let fifo = dir.path().join("gate");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let id = create(&url).await;
+    let mut attach = Command::new(baton())
+        .args(["--connect", &url, "attach", &id])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = attach.stdin.take().unwrap();
+    let mut lines = BufReader::new(attach.stdout.take().unwrap()).lines();
+    let pid = rustix::process::Pid::from_raw(i32::try_from(attach.id().unwrap()).unwrap()).unwrap();
+    read_until("the attach banner", &mut lines, |l| {
+        l.starts_with(&format!("[attached to {id}; phase idle"))
+    })
+    .await;
+
+    stdin.write_all(b"/bogus\n").await.unwrap();
+    read_until("unknown commands are named", &mut lines, |l| {
+        l == "[unknown command /bogus; /help lists them]"
+    })
+    .await;
+
+    let command = format!("cat {}", display(&fifo));
+    stdin
+        .write_all(format!("run `{command}`\n").as_bytes())
+        .await
+        .unwrap();
+    read_until("the turn calls its tool", &mut lines, |l| {
+        l.starts_with("→ bash")
+    })
+    .await;
+    stdin.write_all(b"another prompt\n").await.unwrap();
+    read_until(
+        "a second prompt is refused while a turn runs",
+        &mut lines,
+        |l| l == "[a turn is running: use /steer, or /abort]",
+    )
+    .await;
+
+    // Ctrl-C aborts the turn and keeps the session attached.
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let seen = read_until("the turn settles aborted", &mut lines, |l| {
+        l == "[the turn ended with aborted]"
+    })
+    .await;
+    assert!(
+        seen.iter().any(|l| l == "[aborting; Ctrl-C again to exit]"),
+        "{seen:?}"
+    );
+    stdin.write_all(b"/help\n").await.unwrap();
+    read_until("still interactive after the abort", &mut lines, |l| {
+        l.starts_with("/steer TEXT  /abort")
+    })
+    .await;
+
+    stdin.write_all(b"/detach\n").await.unwrap();
+    let status = guard("attach exits on /detach", attach.wait())
+        .await
+        .unwrap();
+    assert!(status.success(), "attach: {status}");
+    // The session outlives the terminal that detached from it.
+    let (status, out, err) = cli(&url, &["sessions"]).await;
+    assert!(status.success(), "sessions: {err}");
+    assert!(out.contains(&id), "{out}");
     assert!(host.terminate().await.success());
 }
 
