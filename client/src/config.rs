@@ -5,6 +5,11 @@ use std::time::Duration;
 use baton_protocol::ServerId;
 use baton_protocol::limits::DEFAULT_MAX_FRAME_LENGTH;
 
+pub use baton_protocol::keepalive::{
+    DEFAULT_TCP_KEEPALIVE_INTERVAL, DEFAULT_TCP_KEEPALIVE_RETRIES, DEFAULT_TCP_KEEPALIVE_TIME,
+    KeepaliveConfig,
+};
+
 use crate::endpoint::Endpoint;
 use crate::tls::TlsOptions;
 
@@ -19,55 +24,6 @@ pub const DEFAULT_OUTBOUND_QUEUE: usize = 256;
 pub const DEFAULT_SUBSCRIPTION_EVENTS: usize = 1024;
 /// Default bound on updates buffered for a subscription before its snapshot arrives: 1,024.
 pub const DEFAULT_EARLY_UPDATE_BUFFER: usize = 1024;
-
-/// Default idle time before the first TCP keepalive probe: 30 s.
-pub const DEFAULT_TCP_KEEPALIVE_TIME: Duration = Duration::from_secs(30);
-/// Default interval between TCP keepalive probes: 10 s.
-pub const DEFAULT_TCP_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
-/// Default unanswered probes before the kernel drops the connection: 3.
-pub const DEFAULT_TCP_KEEPALIVE_RETRIES: u32 = 3;
-
-/// TCP keepalive for `tcp://` and `tls://` connections: how a client watching a quiet
-/// session finds out that the server's machine or the network between them vanished (Pi v8
-/// has no ping frame). On Linux the same budget is set as the TCP user timeout, which bounds
-/// the case keepalive does not cover: data sent and never acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct KeepaliveConfig {
-    /// Idle time before the first probe ([`DEFAULT_TCP_KEEPALIVE_TIME`]).
-    pub time: Duration,
-    /// Time between probes ([`DEFAULT_TCP_KEEPALIVE_INTERVAL`]).
-    pub interval: Duration,
-    /// Probes before the connection is dropped ([`DEFAULT_TCP_KEEPALIVE_RETRIES`]).
-    pub retries: u32,
-}
-
-impl KeepaliveConfig {
-    /// Probes after `time` of silence, every `interval`, `retries` times.
-    pub fn new(time: Duration, interval: Duration, retries: u32) -> Self {
-        Self {
-            time,
-            interval,
-            retries,
-        }
-    }
-
-    /// How long a silent server lives: `time + interval × retries` (60 s by default).
-    pub fn dead_after(&self) -> Duration {
-        self.time
-            .saturating_add(self.interval.saturating_mul(self.retries))
-    }
-}
-
-impl Default for KeepaliveConfig {
-    fn default() -> Self {
-        Self::new(
-            DEFAULT_TCP_KEEPALIVE_TIME,
-            DEFAULT_TCP_KEEPALIVE_INTERVAL,
-            DEFAULT_TCP_KEEPALIVE_RETRIES,
-        )
-    }
-}
 
 /// How to reconnect after the connection drops. Off unless set.
 #[derive(Debug, Clone, PartialEq)]

@@ -28,6 +28,7 @@ pub mod codec;
 pub mod frame;
 pub mod handshake;
 pub mod ids;
+pub mod keepalive;
 pub mod limits;
 pub mod message;
 pub mod unix;

@@ -6,6 +6,11 @@ use baton_protocol::ServerId;
 use baton_protocol::handshake::DEFAULT_HANDSHAKE_TIMEOUT as PROTOCOL_HANDSHAKE_TIMEOUT;
 use baton_protocol::limits::DEFAULT_MAX_FRAME_LENGTH as PROTOCOL_MAX_FRAME_LENGTH;
 
+pub use baton_protocol::keepalive::{
+    DEFAULT_TCP_KEEPALIVE_INTERVAL, DEFAULT_TCP_KEEPALIVE_RETRIES, DEFAULT_TCP_KEEPALIVE_TIME,
+    KeepaliveConfig,
+};
+
 use crate::error::ConfigError;
 
 /// Largest frame payload accepted or sent: 16 MiB (upstream `DEFAULT_MAX_FRAME_LENGTH`).
@@ -31,12 +36,6 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time a closing connection has to flush its queued frames (including a final
 /// `hello_error`) before the socket is dropped: 5 s (upstream `gracefulCloseTimeoutMs`).
 pub const DEFAULT_GRACEFUL_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Idle time before the first TCP keepalive probe: 30 s.
-pub const DEFAULT_TCP_KEEPALIVE_TIME: Duration = Duration::from_secs(30);
-/// Interval between TCP keepalive probes: 10 s.
-pub const DEFAULT_TCP_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
-/// Unanswered keepalive probes before the kernel drops the connection: 3.
-pub const DEFAULT_TCP_KEEPALIVE_RETRIES: u32 = 3;
 /// Largest timer upstream accepts (Node's maximum delay), kept for option parity.
 pub const MAX_TIMEOUT: Duration = Duration::from_millis(2_147_483_647);
 
@@ -74,46 +73,6 @@ pub struct ServerConfig {
     /// no ping frame, and an idle subscriber of a quiet session is healthy, so the server
     /// cannot close connections merely for being silent.
     pub tcp_keepalive: Option<KeepaliveConfig>,
-}
-
-/// TCP keepalive parameters for accepted sockets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct KeepaliveConfig {
-    /// Idle time before the first probe ([`DEFAULT_TCP_KEEPALIVE_TIME`]).
-    pub time: Duration,
-    /// Time between probes ([`DEFAULT_TCP_KEEPALIVE_INTERVAL`]).
-    pub interval: Duration,
-    /// Probes before the connection is dropped ([`DEFAULT_TCP_KEEPALIVE_RETRIES`]).
-    pub retries: u32,
-}
-
-impl KeepaliveConfig {
-    /// Probes after `time` of silence, every `interval`, `retries` times.
-    pub fn new(time: Duration, interval: Duration, retries: u32) -> Self {
-        Self {
-            time,
-            interval,
-            retries,
-        }
-    }
-
-    /// How long a silent peer lives: `time + interval × retries` (60 s by default). Also the
-    /// TCP user timeout (Linux): data unacknowledged for this long drops the connection.
-    pub fn dead_after(&self) -> Duration {
-        self.time
-            .saturating_add(self.interval.saturating_mul(self.retries))
-    }
-}
-
-impl Default for KeepaliveConfig {
-    fn default() -> Self {
-        Self {
-            time: DEFAULT_TCP_KEEPALIVE_TIME,
-            interval: DEFAULT_TCP_KEEPALIVE_INTERVAL,
-            retries: DEFAULT_TCP_KEEPALIVE_RETRIES,
-        }
-    }
 }
 
 impl ServerConfig {

@@ -21,19 +21,15 @@ use std::time::Duration;
 use baton_client::{Client, ClientConfig, Status};
 use baton_protocol::chord::ServiceMode;
 use baton_server::listen::TcpOptions;
-use baton_server::{Listener, Server};
+use baton_server::{KeepaliveConfig, Listener, Server};
 use baton_tests::host::TestHost;
 use baton_tests::netns::{NetPair, SERVER_ADDR, Side};
 use baton_tests::server::config;
 use baton_tests::{HANG_GUARD, guard};
 
 /// Probe after 1 s of silence, every 1 s, twice: a silent peer is dead after 3 s.
-fn probes() -> (baton_server::KeepaliveConfig, baton_client::KeepaliveConfig) {
-    let (time, interval, retries) = (Duration::from_secs(1), Duration::from_secs(1), 2);
-    (
-        baton_server::KeepaliveConfig::new(time, interval, retries),
-        baton_client::KeepaliveConfig::new(time, interval, retries),
-    )
+fn probes() -> KeepaliveConfig {
+    KeepaliveConfig::new(Duration::from_secs(1), Duration::from_secs(1), 2)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -62,7 +58,7 @@ fn serve(
     pair.spawn_in(Side::Server, move || {
         runtime().block_on(async move {
             let mut c = config();
-            c.tcp_keepalive = Some(probes().0);
+            c.tcp_keepalive = Some(probes());
             let mut tcp = TcpOptions::new(SocketAddr::new(SERVER_ADDR, 0));
             // A veth address is not loopback; the opt-in is what a LAN deployment sets too.
             tcp.allow_plaintext_non_loopback = true;
@@ -101,7 +97,7 @@ fn watch(
     pair.spawn_in(Side::Client, move || {
         runtime().block_on(async move {
             let mut c = ClientConfig::new(format!("tcp://{addr}").parse().unwrap());
-            c.tcp_keepalive = Some(probes().1);
+            c.tcp_keepalive = Some(probes());
             let client = guard("connect", Client::connect(c)).await.unwrap();
             let sub = guard(
                 "subscribe",

@@ -133,11 +133,7 @@ mod tests {
     #[tokio::test]
     async fn custom_keepalive_is_applied_as_configured() {
         let (server, _client) = accepted().await;
-        let k = KeepaliveConfig {
-            time: Duration::from_secs(7),
-            interval: Duration::from_secs(2),
-            retries: 5,
-        };
+        let k = KeepaliveConfig::new(Duration::from_secs(7), Duration::from_secs(2), 5);
         configure_accepted(&server, Some(k));
         let sock = SockRef::from(&server);
         assert!(sock.keepalive().unwrap());
@@ -150,5 +146,10 @@ mod tests {
             );
             assert_eq!(sock.tcp_keepalive_retries().unwrap(), 5);
         }
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        assert_eq!(
+            sock.tcp_user_timeout().unwrap(),
+            Some(Duration::from_secs(17))
+        );
     }
 }
