@@ -87,6 +87,20 @@ impl HostProcess {
         }
     }
 
+    /// A host listening in `<dir>/sock` with its sessions in `<dir>/sessions`.
+    async fn in_dir(dir: &Path) -> Self {
+        Self::start(
+            &[
+                "--listen",
+                &format!("unix://{}", dir.join("sock").display()),
+                "--sessions-dir",
+                &dir.join("sessions").display().to_string(),
+            ],
+            &[],
+        )
+        .await
+    }
+
     fn signal(&self, signal: rustix::process::Signal) {
         let pid = self.child.id().and_then(|p| i32::try_from(p).ok()).unwrap();
         rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), signal)
@@ -111,6 +125,17 @@ impl HostProcess {
     fn socket(&self) -> PathBuf {
         PathBuf::from(self.url.strip_prefix("unix://").unwrap())
     }
+}
+
+/// A FIFO at `<dir>/gate`: a tool running `cat` on it blocks until the test writes to it.
+fn make_fifo(dir: &Path) -> PathBuf {
+    let fifo = dir.join("gate");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    fifo
 }
 
 /// Runs `baton --connect <url> args…` to completion.
@@ -496,25 +521,11 @@ async fn the_demo_streams_a_tool_call_and_exits_zero() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_outlives_a_sigkilled_prompt_process() {
     let dir = tempfile::tempdir().unwrap();
-    let host = HostProcess::start(
-        &[
-            "--listen",
-            &format!("unix://{}", dir.path().join("sock").display()),
-            "--sessions-dir",
-            &dir.path().join("sessions").display().to_string(),
-        ],
-        &[],
-    )
-    .await;
+    let host = HostProcess::in_dir(dir.path()).await;
     let url = host.url.clone();
     // The tool blocks reading a FIFO until the test writes to it, so the turn is certainly
     // mid-tool when its client dies.
-    let fifo = dir.path().join("gate");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    let fifo = make_fifo(dir.path());
     let id = create(&url).await;
     let command = format!("cat {}", display(&fifo));
     let mut prompt = Command::new(baton())
@@ -581,24 +592,10 @@ async fn interactive_attach_prompts_aborts_on_ctrl_c_and_detaches() {
     use tokio::io::AsyncWriteExt;
 
     let dir = tempfile::tempdir().unwrap();
-    let host = HostProcess::start(
-        &[
-            "--listen",
-            &format!("unix://{}", dir.path().join("sock").display()),
-            "--sessions-dir",
-            &dir.path().join("sessions").display().to_string(),
-        ],
-        &[],
-    )
-    .await;
+    let host = HostProcess::in_dir(dir.path()).await;
     let url = host.url.clone();
     // The tool blocks on a FIFO nobody writes: the turn runs until it is aborted.
-    let fifo = dir.path().join("gate");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    let fifo = make_fifo(dir.path());
     let id = create(&url).await;
     let mut attach = Command::new(baton())
         .args(["--connect", &url, "attach", &id])
