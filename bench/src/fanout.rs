@@ -2,7 +2,7 @@
 //! its own connection.
 //!
 //! * **ours**: the host publishes `service_update`s with one `a` op (`"tok "`) through
-//!   `Publisher::publish_shared` (encoded once per distinct encoder state) to N
+//!   `Publisher::publish_shared_many` (batches of 64, encoded once per distinct encoder state) to N
 //!   `baton_client` subscriptions over Unix sockets. Counted at the client: the replica's
 //!   sequence as seen through subscription events. The publisher backs off (1 ms sleeps)
 //!   while the slowest subscriber is ≥ 1,024 updates behind, so no subscriber is reset

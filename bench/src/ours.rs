@@ -1,6 +1,6 @@
 //! A minimal baton host: `bench.echo` (server scope, returns its first argument),
 //! `bench.stream.<key>` (a chord singleton whose state `reply` is `{"text": …}`, grown by one
-//! `a` op per published token, fanned out with `Publisher::publish_shared`) and `bench.static`
+//! `a` op per published token, fanned out in batches with `Publisher::publish_shared_many`) and `bench.static`
 //! (a subscription that never changes, for the per-subscription memory figure).
 
 use std::collections::HashMap;
@@ -63,6 +63,13 @@ pub fn append_update(sequence: u64, token: &str) -> ProviderUpdate {
     }
 }
 
+/// `BENCH_PUBLISH_EACH=1`: publish update by update with `publish_shared` (one lock and
+/// wake per subscriber per update, the pre-batch path) instead of `publish_shared_many`.
+fn publish_each() -> bool {
+    static EACH: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *EACH.get_or_init(|| std::env::var("BENCH_PUBLISH_EACH").is_ok_and(|v| v == "1"))
+}
+
 /// Outcome counts of [`BenchHost::publish`].
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PublishCounts {
@@ -84,29 +91,45 @@ impl BenchHost {
     }
 
     /// Publishes `n` tokens to every subscriber of `bench.stream.<key>`; each update is
-    /// encoded once per distinct encoder state (`publish_shared`). Returns the outcomes and
-    /// the stream's sequence afterwards.
+    /// encoded once per distinct encoder state, and each subscriber gets the `n` updates as
+    /// one batch (`publish_shared_many`: one lock and one writer wake per subscriber per
+    /// batch). Returns the outcomes and the stream's sequence afterwards.
     pub fn publish(&self, key: &str, n: usize) -> (PublishCounts, u64) {
         let service_id = format!("bench.stream.{key}");
         let mut streams = self.lock();
         let stream = streams.entry(service_id.clone()).or_default();
         let mut counts = PublishCounts::default();
+        let mut updates = Vec::with_capacity(n);
         for _ in 0..n {
             stream.sequence += 1;
             stream.text.push_str(TOKEN);
-            let update = SharedUpdate::new(append_update(stream.sequence, TOKEN));
-            let subscribers = std::mem::take(&mut stream.subscribers);
-            let mut keep = Vec::with_capacity(subscribers.len());
-            for (publisher, sid) in subscribers {
-                match publisher.publish_shared(&sid, &update, || stream.snapshot(&service_id)) {
-                    Published::Queued => counts.queued += 1,
-                    Published::Reset => counts.reset += 1,
-                    _ => continue,
-                }
-                keep.push((publisher, sid));
-            }
-            stream.subscribers = keep;
+            updates.push(SharedUpdate::new(append_update(stream.sequence, TOKEN)));
         }
+        let subscribers = std::mem::take(&mut stream.subscribers);
+        let mut keep = Vec::with_capacity(subscribers.len());
+        if publish_each() {
+            for update in &updates {
+                for (publisher, sid) in &subscribers {
+                    match publisher.publish_shared(sid, update, || stream.snapshot(&service_id)) {
+                        Published::Queued => counts.queued += 1,
+                        Published::Reset => counts.reset += 1,
+                        _ => {}
+                    }
+                }
+            }
+            stream.subscribers = subscribers;
+            return (counts, stream.sequence);
+        }
+        for (publisher, sid) in subscribers {
+            // The snapshot is the state after the whole batch, as the batch API requires.
+            match publisher.publish_shared_many(&sid, &updates, || stream.snapshot(&service_id)) {
+                Published::Queued => counts.queued += n as u64,
+                Published::Reset => counts.reset += 1,
+                _ => continue,
+            }
+            keep.push((publisher, sid));
+        }
+        stream.subscribers = keep;
         (counts, stream.sequence)
     }
 

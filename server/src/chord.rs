@@ -2,10 +2,11 @@
 //! encode-once machinery for updates shared by many subscribers.
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, OnceLock};
 
+use baton_protocol::frame::FRAME_HEADER_LENGTH;
 use baton_protocol::{Id, Value, encode_service_update_frame, encode_update_payload};
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 pub use baton_protocol::chord::{
     ControlCall, InstanceAddress, InstanceSnapshot, MemberSnapshot, ProviderUpdate,
@@ -13,8 +14,6 @@ pub use baton_protocol::chord::{
 };
 
 use baton_protocol::chord::StateEncoder;
-
-use crate::router::lock;
 
 /// How many distinct encoder states one [`SharedUpdate`] remembers encodings for.
 const SHARED_ENCODINGS: usize = 4;
@@ -27,6 +26,14 @@ const SHARED_ENCODINGS: usize = 4;
 /// they saw the same updates since their snapshots) get identical bytes. A `SharedUpdate`
 /// remembers, per distinct encoder state it met, the CBOR of the encoded update and the
 /// encoder state after it, so later subscribers in that state reuse both. Cheap to clone.
+///
+/// Subscribers that already share one encoder state (they took it from the same encoding)
+/// are matched by identity in O(1) and advance by taking a reference to the shared state
+/// after the update; only a subscriber whose state has no shared identity yet is compared by
+/// contents, once, after which it shares the identity too. Encodings are immutable once
+/// made and read without a lock, so a batch of updates can walk from one encoding's end
+/// state to the next update's encoding by reference
+/// ([`Publisher::publish_shared_many`](crate::Publisher::publish_shared_many)).
 #[derive(Clone)]
 pub struct SharedUpdate {
     inner: Arc<SharedInner>,
@@ -34,7 +41,31 @@ pub struct SharedUpdate {
 
 struct SharedInner {
     update: ProviderUpdate,
-    encodings: Mutex<Vec<Encoding>>,
+    /// Filled in order, each at most once (first come, first kept).
+    encodings: [OnceLock<Encoding>; SHARED_ENCODINGS],
+}
+
+impl SharedInner {
+    fn encodings(&self) -> impl Iterator<Item = &Encoding> {
+        self.encodings.iter().map_while(OnceLock::get)
+    }
+
+    /// The encoding that starts from `state`: by identity, else by contents.
+    fn encoding_from(&self, state: &StateEncoder) -> Option<&Encoding> {
+        self.encodings()
+            .find(|e| e.before.shares_state_with(state))
+            .or_else(|| self.encodings().find(|e| e.before == *state))
+    }
+
+    /// Keeps `encoding` if a slot is free (a full update is just encoded again).
+    fn remember(&self, mut encoding: Encoding) {
+        for slot in &self.encodings {
+            match slot.set(encoding) {
+                Ok(()) => return,
+                Err(back) => encoding = back,
+            }
+        }
+    }
 }
 
 struct Encoding {
@@ -47,7 +78,7 @@ impl fmt::Debug for SharedUpdate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedUpdate")
             .field("update", &self.inner.update)
-            .field("encodings", &lock(&self.inner.encodings).len())
+            .field("encodings", &self.encode_count())
             .finish()
     }
 }
@@ -58,7 +89,7 @@ impl SharedUpdate {
         Self {
             inner: Arc::new(SharedInner {
                 update,
-                encodings: Mutex::new(Vec::new()),
+                encodings: Default::default(),
             }),
         }
     }
@@ -70,7 +101,7 @@ impl SharedUpdate {
 
     /// How many times this update has been encoded so far (for tests and metrics).
     pub fn encode_count(&self) -> usize {
-        lock(&self.inner.encodings).len()
+        self.inner.encodings().count()
     }
 }
 
@@ -80,10 +111,21 @@ impl From<ProviderUpdate> for SharedUpdate {
     }
 }
 
+/// Where a subscriber stands while a batch of updates is encoded for it: the shared state
+/// its last update ended in (borrowed from that update's encoding), or `None` while its own
+/// encoder holds its state.
+#[derive(Debug, Default)]
+pub(crate) struct BatchCursor<'u> {
+    state: Option<&'u StateEncoder>,
+}
+
 /// One subscription's encoder, as the connection state holds it.
 #[derive(Debug, Default)]
 pub(crate) struct SubscriptionEncoder {
     encoder: StateEncoder,
+    /// This subscription's `service_update` envelope up to the update value (the same for
+    /// every frame), made on first use; empty until then or if it cannot be made.
+    head: Vec<u8>,
 }
 
 impl SubscriptionEncoder {
@@ -97,54 +139,110 @@ impl SubscriptionEncoder {
             .map_err(|e| e.to_string())
     }
 
-    /// Encodes `update` into a complete `service_update` frame for `sid`.
+    /// Appends `update` to `out` as a complete `service_update` frame for `sid`. On error
+    /// neither `out` nor the encoder's state changes.
+    #[cfg(test)]
     pub(crate) fn encode_frame(
         &mut self,
         sid: &Id,
         update: &SharedUpdate,
         max_frame_length: u32,
-    ) -> Result<Bytes, String> {
-        let shared = &update.inner;
-        {
-            let encodings = lock(&shared.encodings);
-            if let Some(e) = encodings.iter().find(|e| e.before == self.encoder) {
-                let frame = service_update_frame(sid, &e.update_cbor, max_frame_length)?;
-                self.encoder.clone_from(&e.after);
-                return Ok(frame);
-            }
+        out: &mut BytesMut,
+    ) -> Result<(), String> {
+        let mut cursor = BatchCursor::default();
+        let r = self.encode_in_batch(&mut cursor, sid, update, max_frame_length, out);
+        self.end_batch(cursor);
+        r
+    }
+
+    /// As `encode_frame` for the next update of a batch (several updates to this
+    /// subscription in a row). While the subscriber walks through shared encodings its
+    /// state is only a reference in `cursor`; call [`Self::end_batch`] with the cursor when
+    /// done (also after an error), which stores it. On error neither `out` nor the state
+    /// (as of the previous update) changes.
+    pub(crate) fn encode_in_batch<'u>(
+        &mut self,
+        cursor: &mut BatchCursor<'u>,
+        sid: &Id,
+        update: &'u SharedUpdate,
+        max_frame_length: u32,
+        out: &mut BytesMut,
+    ) -> Result<(), String> {
+        let shared = &*update.inner;
+        let state = cursor.state.unwrap_or(&self.encoder);
+        if let Some(e) = shared.encoding_from(state) {
+            self.put_frame(sid, &e.update_cbor, max_frame_length, out)?;
+            cursor.state = Some(&e.after);
+            return Ok(());
         }
+        // Encode it here: the walk through shared states ends.
+        self.end_batch(std::mem::take(cursor));
         let before = self.encoder.clone();
         let wire = self
             .encoder
             .encode_update(&shared.update)
             .map_err(|e| e.to_string())?;
         // Checked against the limits it has inside the envelope (one level down).
-        let update_cbor = match encode_update_payload(&wire, max_frame_length) {
+        let framed = encode_update_payload(&wire, max_frame_length)
+            .map_err(|e| e.to_string())
+            .and_then(|cbor| {
+                self.put_frame(sid, &cbor, max_frame_length, out)
+                    .map(|()| cbor)
+            });
+        let update_cbor = match framed {
             Ok(cbor) => cbor,
-            Err(e) => {
-                self.encoder = before;
-                return Err(e.to_string());
-            }
-        };
-        let frame = match service_update_frame(sid, &update_cbor, max_frame_length) {
-            Ok(frame) => frame,
             Err(e) => {
                 self.encoder = before;
                 return Err(e);
             }
         };
-        let mut encodings = lock(&shared.encodings);
-        if encodings.len() < SHARED_ENCODINGS {
-            encodings.push(Encoding {
-                before,
-                after: self.encoder.clone(),
-                update_cbor,
-            });
-        }
-        Ok(frame)
+        shared.remember(Encoding {
+            before,
+            after: self.encoder.clone(),
+            update_cbor,
+        });
+        Ok(())
     }
 
-    /// Encodes a one-off update (no sharing).
+    /// Appends the frame `{"type":"service_update","subscriptionId":sid,"update":<update_cbor>}`
+    /// to `out`: the length, this subscription's cached envelope head, the shared update.
+    /// Byte-identical to [`encode_service_update_frame`], which also makes the head and is
+    /// used as is when the frame would be too long (for its error).
+    fn put_frame(
+        &mut self,
+        sid: &Id,
+        update_cbor: &[u8],
+        max_frame_length: u32,
+        out: &mut BytesMut,
+    ) -> Result<(), String> {
+        if self.head.is_empty() {
+            let mut frame = BytesMut::new();
+            if encode_service_update_frame(sid, &[], max_frame_length, &mut frame).is_ok() {
+                self.head = frame[FRAME_HEADER_LENGTH..].to_vec();
+            }
+        }
+        let len = self.head.len() + update_cbor.len();
+        match u32::try_from(len) {
+            Ok(len32) if !self.head.is_empty() && len32 <= max_frame_length => {
+                out.reserve(FRAME_HEADER_LENGTH + len);
+                out.put_u32(len32);
+                out.put_slice(&self.head);
+                out.put_slice(update_cbor);
+                Ok(())
+            }
+            _ => encode_service_update_frame(sid, update_cbor, max_frame_length, out)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Stores the state a batch walked to (see [`Self::encode_in_batch`]).
+    pub(crate) fn end_batch(&mut self, cursor: BatchCursor<'_>) {
+        if let Some(state) = cursor.state {
+            self.encoder.clone_from(state);
+        }
+    }
+
+    /// Encodes a one-off update (no sharing) into a frame of its own.
     pub(crate) fn encode_single(
         &mut self,
         sid: &Id,
@@ -213,5 +311,209 @@ fn service_update_frame(
 impl From<RemoteServiceError> for crate::ServiceError {
     fn from(e: RemoteServiceError) -> Self {
         Self::new(e.code.as_str(), e.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_protocol::chord::{Op, PathSegment};
+    use baton_protocol::{Map, ServerMessage, ServiceUpdate, encode_frame};
+
+    use super::*;
+
+    const MAX: u32 = 1 << 20;
+
+    fn snapshot() -> SubscriptionSnapshot {
+        let mut m = Map::new();
+        m.insert("a", Value::from(""));
+        m.insert("b", Value::from(""));
+        SubscriptionSnapshot::new(
+            "svc",
+            ServiceMode::Singleton,
+            vec![InstanceSnapshot::new(
+                None,
+                vec![MemberSnapshot::state("reply", 0, Value::Map(m))],
+            )],
+        )
+    }
+
+    fn append(sequence: u64, key: &str) -> ProviderUpdate {
+        ProviderUpdate::State {
+            instance: None,
+            member: "reply".into(),
+            sequence,
+            ops: vec![Op::Append {
+                path: vec![PathSegment::key(key)],
+                text: "tok ".into(),
+            }],
+        }
+    }
+
+    /// A subscriber plus a reference encoder that sees the same history on its own.
+    struct Subscriber {
+        sid: Id,
+        encoder: SubscriptionEncoder,
+        reference: StateEncoder,
+    }
+
+    impl Subscriber {
+        fn new(sid: &str) -> Self {
+            let mut encoder = SubscriptionEncoder::default();
+            encoder.encode_snapshot(&snapshot()).unwrap();
+            let mut reference = StateEncoder::new();
+            reference.encode_snapshot(&snapshot()).unwrap();
+            Self {
+                sid: Id::new(sid).unwrap(),
+                encoder,
+                reference,
+            }
+        }
+
+        /// Encodes through `shared` and checks the bytes against a whole-message encoding.
+        fn receive(&mut self, shared: &SharedUpdate) {
+            let mut out = BytesMut::new();
+            self.encoder
+                .encode_frame(&self.sid, shared, MAX, &mut out)
+                .unwrap();
+            let expected = encode_frame(
+                &ServerMessage::ServiceUpdate(ServiceUpdate {
+                    subscription_id: self.sid.clone(),
+                    update: self.reference.encode_update(shared.update()).unwrap(),
+                }),
+                MAX,
+            )
+            .unwrap();
+            assert_eq!(&out[..], &expected[..], "{}", self.sid);
+        }
+
+        fn receive_alone(&mut self, update: &ProviderUpdate) {
+            self.encoder.encode_single(&self.sid, update, MAX).unwrap();
+            self.reference.encode_update(update).unwrap();
+        }
+    }
+
+    #[test]
+    fn subscribers_in_one_state_share_one_encoding_and_then_one_identity() {
+        let mut subs: Vec<_> = ["s1", "s2", "s3"].map(Subscriber::new).into();
+        for sequence in 1..=3 {
+            let shared = SharedUpdate::new(append(sequence, "a"));
+            for s in &mut subs {
+                s.receive(&shared);
+            }
+            assert_eq!(shared.encode_count(), 1);
+            // Every subscriber holds the state the one encoding ended in.
+            assert!(subs.iter().all(|s| {
+                s.encoder
+                    .encoder
+                    .shares_state_with(&subs[0].encoder.encoder)
+            }));
+        }
+    }
+
+    #[test]
+    fn a_diverged_subscriber_gets_its_own_encoding_and_the_others_keep_sharing() {
+        let mut subs: Vec<_> = ["s1", "s2", "s3"].map(Subscriber::new).into();
+        let first = SharedUpdate::new(append(1, "a"));
+        subs.iter_mut().for_each(|s| s.receive(&first));
+        // s2 alone sees a path the others have not: its dictionary differs from theirs.
+        subs[1].receive_alone(&append(2, "b"));
+        // Third use of `b`: s2's dictionary interned it one update earlier than the others',
+        // so the states differ for two updates and then coincide again (equal contents).
+        for (sequence, encodings) in [(3, 2), (4, 2), (5, 1)] {
+            let shared = SharedUpdate::new(append(sequence, "b"));
+            for s in &mut subs {
+                s.receive(&shared);
+            }
+            assert_eq!(shared.encode_count(), encodings, "update {sequence}");
+            let [s1, s2, s3] = [0, 1, 2].map(|i| &subs[i].encoder.encoder);
+            assert!(s1.shares_state_with(s3));
+            assert_eq!(s1.shares_state_with(s2), encodings == 1);
+        }
+    }
+
+    #[test]
+    fn a_batch_walks_shared_encodings_and_ends_where_the_first_subscriber_did() {
+        let mut subs: Vec<_> = ["s1", "s2"].map(Subscriber::new).into();
+        let batch: Vec<_> = (1..=4)
+            .map(|i| SharedUpdate::new(append(i, if i == 3 { "b" } else { "a" })))
+            .collect();
+        subs[0].encoder.encoder = subs[1].encoder.encoder.clone();
+        for s in &mut subs {
+            let mut cursor = BatchCursor::default();
+            let mut out = BytesMut::new();
+            for update in &batch {
+                s.encoder
+                    .encode_in_batch(&mut cursor, &s.sid, update, MAX, &mut out)
+                    .unwrap();
+            }
+            s.encoder.end_batch(cursor);
+            let mut expected = BytesMut::new();
+            for update in &batch {
+                let wire = s.reference.encode_update(update.update()).unwrap();
+                expected.extend_from_slice(
+                    &encode_frame(
+                        &ServerMessage::ServiceUpdate(ServiceUpdate {
+                            subscription_id: s.sid.clone(),
+                            update: wire,
+                        }),
+                        MAX,
+                    )
+                    .unwrap(),
+                );
+            }
+            assert_eq!(out, expected, "{}", s.sid);
+        }
+        assert!(batch.iter().all(|u| u.encode_count() == 1));
+        assert!(
+            subs[0]
+                .encoder
+                .encoder
+                .shares_state_with(&subs[1].encoder.encoder)
+        );
+    }
+
+    #[test]
+    fn a_frame_over_the_length_limit_is_refused_and_changes_nothing() {
+        let mut s = Subscriber::new("s1");
+        let mut out = BytesMut::new();
+        let shared = SharedUpdate::new(append(1, "a"));
+        // 60 bytes hold the envelope head but not the update with it.
+        let err = s.encoder.encode_frame(&s.sid, &shared, 60, &mut out);
+        assert!(err.is_err());
+        assert!(out.is_empty());
+        assert_eq!(shared.encode_count(), 0);
+        // Refused from a shared encoding too (made for another subscriber within limits).
+        s.receive(&shared);
+        let mut other = Subscriber::new("s2");
+        let before = other.encoder.encoder.clone();
+        let err = other
+            .encoder
+            .encode_frame(&other.sid, &shared, 60, &mut out);
+        assert!(err.is_err());
+        assert!(out.is_empty());
+        assert_eq!(shared.encode_count(), 1);
+        assert!(other.encoder.encoder.shares_state_with(&before));
+        other.receive(&shared);
+    }
+
+    #[test]
+    fn a_failed_encoding_leaves_the_output_and_the_state_untouched() {
+        let mut s = Subscriber::new("s1");
+        let before = s.encoder.encoder.clone();
+        let unknown = SharedUpdate::new(ProviderUpdate::State {
+            instance: None,
+            member: "other".into(),
+            sequence: 1,
+            ops: vec![],
+        });
+        let mut out = BytesMut::from(&b"queued"[..]);
+        assert!(
+            s.encoder
+                .encode_frame(&s.sid, &unknown, MAX, &mut out)
+                .is_err()
+        );
+        assert_eq!(&out[..], b"queued");
+        assert_eq!(s.encoder.encoder, before);
+        assert_eq!(unknown.encode_count(), 0);
     }
 }

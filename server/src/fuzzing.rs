@@ -101,7 +101,20 @@ impl Observer {
             .decoder
             .push(frame)
             .expect("the server wrote an invalid frame");
-        assert_eq!(msgs.len(), 1, "one frame per poll_transmit");
+        // One frame, or a run of one subscription's update frames; never a partial frame.
+        assert!(!msgs.is_empty(), "whole frames per poll_transmit");
+        let first_sid = match msgs.first() {
+            Some(ServerMessage::ServiceUpdate(u)) => Some(&u.subscription_id),
+            _ => None,
+        };
+        assert!(
+            msgs.len() == 1
+                || msgs.iter().all(|m| matches!(
+                    m,
+                    ServerMessage::ServiceUpdate(u) if Some(&u.subscription_id) == first_sid
+                )),
+            "only updates of one subscription are sent as runs"
+        );
         for m in msgs {
             self.message(m);
         }

@@ -78,6 +78,29 @@ impl Publisher {
         conn.with(|state| state.publish(subscription_id, update, snapshot))
     }
 
+    /// As [`publish_shared`](Self::publish_shared) for several updates to one subscription,
+    /// in order: the connection is locked and its writer woken once for the whole batch
+    /// rather than once per update, which is what makes streaming many small updates to many
+    /// subscribers cheap.
+    ///
+    /// `snapshot` must return the subscription's full current state including the effect of
+    /// **every** update in `updates`. If the subscriber falls behind part-way, its backlog
+    /// is replaced by one `reset` carrying that snapshot and the rest of the batch is not
+    /// queued (the snapshot already contains it); the result is then
+    /// [`Published::Reset`]. The same rules as for [`publish`](Self::publish) apply to
+    /// `snapshot`.
+    pub fn publish_shared_many(
+        &self,
+        subscription_id: &str,
+        updates: &[SharedUpdate],
+        snapshot: impl FnOnce() -> SubscriptionSnapshot,
+    ) -> Published {
+        let Some(conn) = self.conn.upgrade() else {
+            return Published::Closed;
+        };
+        conn.with(|state| state.publish_many(subscription_id, updates, snapshot))
+    }
+
     /// True while the connection is open.
     pub fn is_open(&self) -> bool {
         self.conn

@@ -17,6 +17,7 @@
 //! | `reset` | reset, then codecs for every state member of the new snapshot |
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::chord::address::InstanceAddress;
 use crate::chord::delta_codec::{OpDecoder, OpEncoder};
@@ -127,19 +128,41 @@ impl<C: Default> Registry<C> {
 
 /// Server side: encodes one subscription's snapshot and updates into wire values.
 ///
-/// Encoding is transactional: on error the encoder is unchanged. The state is `Clone + Eq`
-/// and costs O(dictionary size) to compare or clone: subscribers whose encoders compare equal
-/// get identical bytes for the same update, so a server may encode once, share the frame, and
-/// clone the advanced encoder into the others.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Encoding is transactional: on error the encoder's state is unchanged. The state is
+/// `Clone + Eq`: subscribers whose encoders compare equal get identical bytes for the same
+/// update, so a server may encode once, share the frame, and clone the advanced encoder into
+/// the others.
+///
+/// The dictionaries are immutable once shared: a clone shares them (O(1)) and an encoder
+/// copies them only when it next advances while shared (copy on write). So clones of one
+/// state that none has advanced since are recognised in O(1) by
+/// [`shares_state_with`](Self::shares_state_with), which is what lets a server match a
+/// subscriber to a shared encoding without comparing dictionaries. `==` tries that first and
+/// falls back to comparing contents.
+#[derive(Debug, Clone, Default)]
 pub struct StateEncoder {
-    codecs: Registry<OpEncoder>,
+    codecs: Arc<Registry<OpEncoder>>,
 }
+
+impl PartialEq for StateEncoder {
+    fn eq(&self, other: &Self) -> bool {
+        self.shares_state_with(other) || self.codecs == other.codecs
+    }
+}
+
+impl Eq for StateEncoder {}
 
 impl StateEncoder {
     /// An encoder with no states (encode the snapshot first).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// True when `self` and `other` are clones of one state that neither has advanced since
+    /// (O(1)). Such encoders are equal; equal encoders that reached their state separately
+    /// are not recognised here (use `==`).
+    pub fn shares_state_with(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.codecs, &other.codecs)
     }
 
     /// Encodes the subscribe response and starts a fresh codec for every state member.
@@ -152,7 +175,7 @@ impl StateEncoder {
         &mut self,
         snapshot: &SubscriptionSnapshot,
     ) -> Result<Value, ChordError> {
-        self.codecs = Registry::for_instances(&snapshot.instances)?;
+        self.codecs = Arc::new(Registry::for_instances(&snapshot.instances)?);
         Ok(snapshot.to_value())
     }
 
@@ -169,7 +192,11 @@ impl StateEncoder {
                 sequence,
                 ops,
             } => {
-                let wire = self.codecs.get_mut(instance, member)?.encode(ops)?;
+                // A failed lookup or validation changes nothing (`encode` validates every op
+                // first), so at worst the dictionaries were copied unchanged.
+                let wire = Arc::make_mut(&mut self.codecs)
+                    .get_mut(instance, member)?
+                    .encode(ops)?;
                 Ok(state_update_value(
                     instance.as_ref(),
                     member,
@@ -178,23 +205,24 @@ impl StateEncoder {
                 ))
             }
             ProviderUpdate::Unavailable => {
-                self.codecs = Registry::default();
+                self.codecs = Arc::default();
                 Ok(update.to_value())
             }
             ProviderUpdate::Replaced { snapshot } => {
-                self.codecs = Registry::for_instances([snapshot])?;
+                self.codecs = Arc::new(Registry::for_instances([snapshot])?);
                 Ok(update.to_value())
             }
             ProviderUpdate::Spawned { instance } => {
-                self.codecs.add_instance(instance)?;
+                // `add_instance` checks every name before adding any.
+                Arc::make_mut(&mut self.codecs).add_instance(instance)?;
                 Ok(update.to_value())
             }
             ProviderUpdate::Closed { instance } => {
-                self.codecs.remove_instance(instance);
+                Arc::make_mut(&mut self.codecs).remove_instance(instance);
                 Ok(update.to_value())
             }
             ProviderUpdate::Reset { snapshot } => {
-                self.codecs = Registry::for_instances(&snapshot.instances)?;
+                self.codecs = Arc::new(Registry::for_instances(&snapshot.instances)?);
                 Ok(update.to_value())
             }
         }
@@ -419,6 +447,38 @@ mod tests {
         );
         assert_eq!(enc, StateEncoder::new());
         assert_eq!(dec, StateDecoder::new());
+    }
+
+    #[test]
+    fn clones_share_state_until_one_advances_and_equality_still_compares_contents() {
+        let snapshot = SubscriptionSnapshot::new(
+            "s",
+            ServiceMode::Singleton,
+            vec![InstanceSnapshot::new(
+                None,
+                vec![MemberSnapshot::state("x", 0, v(r#"{"a":""}"#))],
+            )],
+        );
+        let append = state("x", 1, r#"[["a",["a"],"t"]]"#);
+        let mut a = StateEncoder::new();
+        a.encode_snapshot(&snapshot).unwrap();
+        let mut b = a.clone();
+        assert!(a.shares_state_with(&b));
+        // Advancing one copies its dictionaries; the other keeps the old state.
+        let before = a.clone();
+        let wire = a.encode_update(&append).unwrap();
+        assert!(!a.shares_state_with(&b));
+        assert_eq!(b, before);
+        assert_ne!(a, b);
+        // The same update from the same state gives the same bytes and an equal state that
+        // was reached separately, so it is equal by contents but not shared.
+        assert_eq!(b.encode_update(&append).unwrap(), wire);
+        assert_eq!(a, b);
+        assert!(!a.shares_state_with(&b));
+        // A failed update leaves the state as it was.
+        let a_before = a.clone();
+        assert!(a.encode_update(&state("y", 1, "[]")).is_err());
+        assert_eq!(a, a_before);
     }
 
     #[test]

@@ -27,10 +27,10 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::chord::{
-    ControlCall, ServiceCall, SharedUpdate, SubscriptionEncoder, SubscriptionSnapshot, covered_by,
-    parse_snapshot, reset,
+    BatchCursor, ControlCall, ServiceCall, SharedUpdate, SubscriptionEncoder, SubscriptionSnapshot,
+    covered_by, parse_snapshot, reset,
 };
-use crate::conn::outbound::Outbound;
+use crate::conn::outbound::{Outbound, SubSlot};
 use crate::error::ServiceError;
 
 /// Per-connection limits, copied from the server configuration.
@@ -74,7 +74,11 @@ enum Subscription {
         buffer: VecDeque<Buffered>,
     },
     /// Response queued: updates are encoded and queued as they are published.
-    Open { encoder: SubscriptionEncoder },
+    Open {
+        encoder: SubscriptionEncoder,
+        /// Its frames in the outbound queue.
+        slot: SubSlot,
+    },
 }
 
 /// A request the driver must run against the host.
@@ -281,8 +285,9 @@ impl ConnState {
                 self.respond(id, value.map_or(Outcome::Void, Outcome::Value));
             }
             RequestKind::Unsubscribe(sid) => {
-                self.subscriptions.remove(&sid);
-                self.out.remove_subscription(&sid);
+                if let Some(Subscription::Open { slot, .. }) = self.subscriptions.remove(&sid) {
+                    self.out.close_subscription(slot);
+                }
                 self.respond(id, value.map_or(Outcome::Void, Outcome::Value));
             }
             RequestKind::Subscribe(sid) => self.finish_subscribe(id, &sid, value),
@@ -322,9 +327,10 @@ impl ConnState {
         }
         let buffer = match self.subscriptions.get(sid) {
             Some(Subscription::Opening { request, .. }) if request == id => {
+                let slot = self.out.open_subscription();
                 match self
                     .subscriptions
-                    .insert(sid.clone(), Subscription::Open { encoder })
+                    .insert(sid.clone(), Subscription::Open { encoder, slot })
                 {
                     Some(Subscription::Opening { buffer, .. }) => buffer,
                     _ => VecDeque::new(),
@@ -337,7 +343,9 @@ impl ConnState {
         for item in buffer {
             let outcome = match item {
                 Buffered::Update(u) if covered_by(u.update(), &snapshot) => continue,
-                Buffered::Update(u) => self.enqueue_update(sid, &u, || None),
+                Buffered::Update(u) => {
+                    self.enqueue_updates(sid, std::slice::from_ref(&u), None::<fn() -> _>)
+                }
                 Buffered::Reset(s) => self.enqueue_reset(sid, s),
             };
             if outcome == Published::Closed {
@@ -361,6 +369,19 @@ impl ConnState {
         update: &SharedUpdate,
         snapshot: impl FnOnce() -> SubscriptionSnapshot,
     ) -> Published {
+        self.publish_many(subscription_id, std::slice::from_ref(update), snapshot)
+    }
+
+    /// Provider updates for one of this connection's subscriptions, in order. `snapshot`
+    /// is called only if the subscriber's backlog must be replaced by a `reset`; it must
+    /// include the effect of every update in `updates`, so the rest of the batch is then
+    /// dropped (the `reset` covers it).
+    pub(crate) fn publish_many(
+        &mut self,
+        subscription_id: &str,
+        updates: &[SharedUpdate],
+        snapshot: impl FnOnce() -> SubscriptionSnapshot,
+    ) -> Published {
         if self.closing.is_some() {
             return Published::Closed;
         }
@@ -375,21 +396,17 @@ impl ConnState {
                 else {
                     return Published::Dropped;
                 };
-                if buffer.len() >= queue_length {
-                    buffer.clear();
-                    buffer.push_back(Buffered::Reset(snapshot()));
-                    Published::Reset
-                } else {
+                for update in updates {
+                    if buffer.len() >= queue_length {
+                        buffer.clear();
+                        buffer.push_back(Buffered::Reset(snapshot()));
+                        return Published::Reset;
+                    }
                     buffer.push_back(Buffered::Update(update.clone()));
-                    Published::Queued
                 }
+                Published::Queued
             }
-            Subscription::Open { .. } => {
-                if self.out.subscription_len(&sid) >= queue_length {
-                    return self.enqueue_reset(&sid, snapshot());
-                }
-                self.enqueue_update(&sid, update, || Some(snapshot()))
-            }
+            Subscription::Open { .. } => self.enqueue_updates(&sid, updates, Some(snapshot)),
         }
     }
 
@@ -421,7 +438,7 @@ impl ConnState {
 
     // ---- outputs ------------------------------------------------------------------------
 
-    /// The next frame to write.
+    /// The next bytes to write: one frame, or a run of update frames back to back.
     pub(crate) fn poll_transmit(&mut self) -> Option<Bytes> {
         if self.closing == Some(Closing::Abort) {
             return None;
@@ -605,39 +622,66 @@ impl ConnState {
         }
     }
 
-    fn enqueue_update(
+    /// Encodes and queues `updates` for the open subscription `sid`. With `snapshot`, a full
+    /// subscriber queue (length or pending bytes) turns into a `reset` that replaces the
+    /// backlog and covers the rest of `updates`; without (replaying what was held during the
+    /// subscribe, which is bounded by the queue length already), only the pending-byte limit
+    /// applies and breaking it closes the connection.
+    fn enqueue_updates(
         &mut self,
         sid: &Id,
-        update: &SharedUpdate,
-        snapshot: impl FnOnce() -> Option<SubscriptionSnapshot>,
+        updates: &[SharedUpdate],
+        snapshot: Option<impl FnOnce() -> SubscriptionSnapshot>,
     ) -> Published {
-        let Some(Subscription::Open { encoder }) = self.subscriptions.get_mut(sid) else {
+        let Some(Subscription::Open { encoder, slot }) = self.subscriptions.get_mut(sid) else {
             return Published::Dropped;
         };
-        let frame = encoder.encode_frame(sid, update, self.limits.max_frame_length);
-        let frame = match frame {
-            Ok(frame) => frame,
-            Err(reason) => {
-                tracing::warn!(subscription = %sid, %reason, "cannot encode service update; closing connection");
-                self.abort();
-                return Published::Closed;
+        let slot = *slot;
+        let limits = self.limits;
+        let out = &mut self.out;
+        let mut full = false;
+        let mut failed = None;
+        let mut cursor = BatchCursor::default();
+        for update in updates {
+            if snapshot.is_some() && out.subscription_len(slot) >= limits.subscriber_queue_length {
+                full = true;
+                break;
             }
-        };
-        if self.out.pending_bytes() + frame.len() > self.limits.max_pending_bytes {
-            return match snapshot() {
-                Some(s) => self.enqueue_reset(sid, s),
-                None => self.overflow(),
-            };
+            let staged = out.stage();
+            let encoded =
+                encoder.encode_in_batch(&mut cursor, sid, update, limits.max_frame_length, staged);
+            if let Err(reason) = encoded {
+                failed = Some(reason);
+                break;
+            }
+            if out.pending_bytes() + out.staged_len() > limits.max_pending_bytes {
+                out.discard_staged();
+                full = true;
+                break;
+            }
+            out.commit_staged(slot);
+            self.wake = true;
         }
-        self.out.push_update(sid, frame);
-        self.wake = true;
-        Published::Queued
+        encoder.end_batch(cursor);
+        if let Some(reason) = failed {
+            tracing::warn!(subscription = %sid, %reason, "cannot encode service update; closing connection");
+            self.abort();
+            return Published::Closed;
+        }
+        if !full {
+            return Published::Queued;
+        }
+        match snapshot {
+            Some(snapshot) => self.enqueue_reset(sid, snapshot()),
+            None => self.overflow(),
+        }
     }
 
     fn enqueue_reset(&mut self, sid: &Id, snapshot: SubscriptionSnapshot) -> Published {
-        let Some(Subscription::Open { encoder }) = self.subscriptions.get_mut(sid) else {
+        let Some(Subscription::Open { encoder, slot }) = self.subscriptions.get_mut(sid) else {
             return Published::Dropped;
         };
+        let slot = *slot;
         let frame = encoder.encode_single(sid, &reset(snapshot), self.limits.max_frame_length);
         let frame = match frame {
             Ok(frame) => frame,
@@ -647,12 +691,12 @@ impl ConnState {
                 return Published::Closed;
             }
         };
-        let replaced = self.out.subscription_bytes(sid);
+        let replaced = self.out.subscription_bytes(slot);
         if self.out.pending_bytes() - replaced + frame.len() > self.limits.max_pending_bytes {
             return self.overflow();
         }
         tracing::debug!(subscription = %sid, "subscriber fell behind; backlog replaced by reset");
-        self.out.replace_subscription(sid, frame);
+        self.out.replace_subscription(slot, frame);
         self.wake = true;
         Published::Reset
     }
@@ -791,9 +835,15 @@ mod tests {
 
     fn drain(s: &mut ConnState) -> Vec<ServerMessage> {
         let mut out = Vec::new();
-        while let Some(f) = s.poll_transmit() {
-            s.transmitted(f.len());
-            out.push(decode_payload::<ServerMessage>(&f[4..], u32::MAX).unwrap());
+        while let Some(chunk) = s.poll_transmit() {
+            s.transmitted(chunk.len());
+            // A chunk is one frame or a run of update frames.
+            let mut rest = &chunk[..];
+            while !rest.is_empty() {
+                let len = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+                out.push(decode_payload::<ServerMessage>(&rest[4..4 + len], u32::MAX).unwrap());
+                rest = &rest[4 + len..];
+            }
         }
         out
     }
@@ -982,6 +1032,174 @@ mod tests {
         assert!(
             matches!(&out[1], ServerMessage::ServiceUpdate(u) if u.update.to_json().contains("\"sequence\":5"))
         );
+    }
+
+    fn subscribed(limits: ConnLimits, sids: &[&str]) -> ConnState {
+        let mut s = ready(limits);
+        for sid in sids {
+            let sub = call(
+                "$chord.service",
+                "subscribe",
+                vec![
+                    Value::from(*sid),
+                    Value::from("svc"),
+                    Value::from("singleton"),
+                ],
+            );
+            let Step::Dispatch(d) = s.handle_message(request(&format!("r-{sid}"), sub)) else {
+                panic!("dispatch expected");
+            };
+            s.finish_request(&d.id, Ok(Some(snapshot(0, 0).to_value())));
+        }
+        assert_eq!(drain(&mut s).len(), sids.len());
+        s
+    }
+
+    fn sequences(out: &[ServerMessage]) -> Vec<(String, String)> {
+        out.iter()
+            .map(|m| match m {
+                ServerMessage::ServiceUpdate(u) => {
+                    let json = u.update.to_json();
+                    let what = if json.starts_with("{\"type\":\"reset\"") {
+                        "reset".to_owned()
+                    } else {
+                        json.split("\"sequence\":")
+                            .nth(1)
+                            .and_then(|rest| rest.split([',', '}']).next())
+                            .unwrap_or_default()
+                            .to_owned()
+                    };
+                    (u.subscription_id.to_string(), what)
+                }
+                other => panic!("not an update: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn batches_to_several_subscriptions_leave_in_publish_order() {
+        let mut s = subscribed(limits(), &["a", "b"]);
+        let batch = [set(1, 1), set(2, 2)];
+        assert_eq!(
+            s.publish_many("a", &batch, || snapshot(2, 2)),
+            Published::Queued
+        );
+        assert_eq!(
+            s.publish_many("b", &batch, || snapshot(2, 2)),
+            Published::Queued
+        );
+        assert_eq!(
+            s.publish_many("a", &[set(3, 3)], || snapshot(3, 3)),
+            Published::Queued
+        );
+        let out = drain(&mut s);
+        let expected = [("a", "1"), ("a", "2"), ("b", "1"), ("b", "2"), ("a", "3")]
+            .map(|(a, b)| (a.to_owned(), b.to_owned()));
+        assert_eq!(sequences(&out), expected);
+        assert_eq!(
+            batch[0].encode_count(),
+            1,
+            "both subscribers shared one encoding"
+        );
+    }
+
+    #[test]
+    fn a_batch_that_overflows_the_queue_ends_in_one_reset_covering_the_rest() {
+        let mut s = subscribed(limits(), &["a", "b"]);
+        assert_eq!(
+            s.publish_many("b", &[set(1, 1)], || snapshot(1, 1)),
+            Published::Queued
+        );
+        let batch: Vec<_> = (1..=5).map(|i| set(i, i as i32)).collect();
+        assert_eq!(
+            s.publish_many("a", &batch, || snapshot(5, 5)),
+            Published::Reset
+        );
+        assert_eq!(
+            s.publish_many("a", &[set(6, 6)], || snapshot(6, 6)),
+            Published::Queued
+        );
+        let out = drain(&mut s);
+        let expected =
+            [("b", "1"), ("a", "reset"), ("a", "6")].map(|(a, b)| (a.to_owned(), b.to_owned()));
+        assert_eq!(sequences(&out), expected);
+        assert!(
+            matches!(&out[1], ServerMessage::ServiceUpdate(u) if u.update.to_json().contains("\"sequence\":5")),
+            "the reset carries the state after the whole batch"
+        );
+        assert_eq!(s.pending_bytes(), 0);
+    }
+
+    #[test]
+    fn a_batch_published_during_subscribe_is_held_and_a_full_hold_becomes_one_reset() {
+        let mut s = ready(limits());
+        let sub = call(
+            "$chord.service",
+            "subscribe",
+            vec![
+                Value::from("a"),
+                Value::from("svc"),
+                Value::from("singleton"),
+            ],
+        );
+        let Step::Dispatch(d) = s.handle_message(request("r", sub)) else {
+            panic!("dispatch expected");
+        };
+        let batch: Vec<_> = (1..=4).map(|i| set(i, i as i32)).collect();
+        assert_eq!(
+            s.publish_many("a", &batch, || snapshot(4, 4)),
+            Published::Reset
+        );
+        assert_eq!(
+            s.publish_many("a", &[set(5, 5)], || snapshot(5, 5)),
+            Published::Queued
+        );
+        s.finish_request(&d.id, Ok(Some(snapshot(0, 0).to_value())));
+        let out = drain(&mut s);
+        assert!(matches!(&out[0], ServerMessage::Response(_)));
+        let expected = [("a", "reset"), ("a", "5")].map(|(a, b)| (a.to_owned(), b.to_owned()));
+        assert_eq!(sequences(&out[1..]), expected);
+    }
+
+    #[test]
+    fn unsubscribing_drops_queued_updates_and_a_new_subscription_starts_clean() {
+        let mut s = subscribed(limits(), &["a"]);
+        assert_eq!(
+            s.publish_many("a", &[set(1, 1), set(2, 2)], || snapshot(2, 2)),
+            Published::Queued
+        );
+        let unsub = call("$chord.service", "unsubscribe", vec![Value::from("a")]);
+        let Step::Dispatch(d) = s.handle_message(request("u", unsub)) else {
+            panic!("dispatch expected");
+        };
+        s.finish_request(&d.id, Ok(None));
+        assert_eq!(
+            s.publish("a", &set(3, 3), || snapshot(3, 3)),
+            Published::Dropped
+        );
+        let out = drain(&mut s);
+        assert_eq!(out.len(), 1, "only the unsubscribe response: {out:?}");
+        let mut s2 = s;
+        let sub = call(
+            "$chord.service",
+            "subscribe",
+            vec![
+                Value::from("b"),
+                Value::from("svc"),
+                Value::from("singleton"),
+            ],
+        );
+        let Step::Dispatch(d) = s2.handle_message(request("r2", sub)) else {
+            panic!("dispatch expected");
+        };
+        s2.finish_request(&d.id, Ok(Some(snapshot(0, 0).to_value())));
+        for i in 1..=3 {
+            assert_eq!(
+                s2.publish("b", &set(i, i as i32), || snapshot(i, i as i32)),
+                Published::Queued,
+                "the reused queue slot starts empty"
+            );
+        }
     }
 
     #[test]
