@@ -9,7 +9,9 @@
 //!
 //! `BENCH_ONLY=ours,floor` keeps only implementations whose name contains one of the
 //! comma-separated words (for profiling one of them); memory and rebuild then run only if
-//! listed (`memory`, `rebuild`).
+//! listed (`memory`, `rebuild`). `BENCH_WORKLOADS=fanout` (or `unary`, comma-separated) runs
+//! only those workloads of the unary and fan-out sections; `BENCH_LEVELS=100,1000` sets the
+//! fan-out subscriber counts.
 //!
 //! Every workload runs in rounds; within a round each implementation runs once, in an order
 //! that reverses every round, so load from elsewhere on the machine hits all alike. The table
@@ -43,7 +45,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let quick = args.iter().any(|a| a == "--quick")
         || std::env::var("BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
-    let plan = Plan::new(quick);
+    let mut plan = Plan::new(quick);
+    // `BENCH_LEVELS=1000` (comma-separated) overrides the fan-out subscriber counts.
+    if let Ok(levels) = std::env::var("BENCH_LEVELS")
+        && !levels.is_empty()
+    {
+        plan.fanout_levels = levels
+            .split(',')
+            .map(str::parse)
+            .collect::<Result<_, _>>()?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -94,6 +105,15 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
         only.as_ref()
             .is_none_or(|o| o.iter().any(|w| name.contains(w.as_str())))
     };
+    let workloads: Option<Vec<String>> = std::env::var("BENCH_WORKLOADS")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map(|v| v.split(',').map(str::to_owned).collect());
+    let workload = |name: &str| {
+        workloads
+            .as_ref()
+            .is_none_or(|w| w.iter().any(|w| w == name))
+    };
 
     // Memory first, before other workloads grow (and fragment) the heap.
     let mem = if wanted("memory") {
@@ -108,7 +128,7 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
     let names: Vec<&'static str> = clients.handles.iter().map(|(n, _)| *n).collect();
     let mut imps: Vec<&'static str> = names.clone();
     imps.extend(["floor unix", "floor tcp"]);
-    imps.retain(|i| wanted(i));
+    imps.retain(|i| wanted(i) && workload("unary"));
     let mut s = Samples::new();
 
     for r in 0..plan.rounds {
@@ -175,7 +195,7 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
     };
     let fan_imps: Vec<&str> = ["ours", "ours raw", "jsonrpsee", "floor"]
         .into_iter()
-        .filter(|i| wanted(i))
+        .filter(|i| wanted(i) && workload("fanout"))
         .collect();
     let mut run_id = 0u64;
     let mut lost: BTreeMap<(usize, &str), u64> = BTreeMap::new();

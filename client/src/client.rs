@@ -1,11 +1,15 @@
 //! The client handle: connect, request, cancel, attach, subscribe, close.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use baton_protocol::chord::ServiceMode;
-use baton_protocol::{Id, ServerId, SessionTarget, Target, Value};
+use baton_protocol::{
+    Cancel, ClientMessage, Id, Request, ServerId, SessionTarget, Target, Value, encode_frame,
+};
+use bytes::Bytes;
 use tokio::sync::{Notify, Semaphore, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -13,7 +17,7 @@ use tracing::Instrument;
 
 use crate::config::ClientConfig;
 use crate::connect;
-use crate::driver::{Command, Deferred, Driver, Reply, TargetSpec};
+use crate::driver::{Command, Deferred, Driver, Reply, ReplyTx, TargetSpec};
 use crate::endpoint::Endpoint;
 use crate::error::{ConnectError, RequestError};
 use crate::session::Session;
@@ -24,9 +28,45 @@ use crate::tls;
 /// Commands queued for the driver before callers wait.
 const COMMAND_QUEUE: usize = 256;
 
+/// A caller's request that was written to the current connection and awaits its response.
+pub(crate) struct SentRequest {
+    pub(crate) reply: ReplyTx,
+    pub(crate) target: Target,
+}
+
+/// The request path of the live connection, shared by handles and the driver.
+///
+/// A caller encodes its request and queues the frame for the writer task itself, recording
+/// it here in the same critical section, so a request costs no hop through the driver task.
+/// The driver (which reads the connection) completes entries from here, cancels them, and
+/// clears this when the connection ends: an entry then either was never recorded (the caller
+/// gets `NotSent`) or is failed by the driver (`OutcomeUnknown`). Never locked across an
+/// `.await`.
+#[derive(Default)]
+pub(crate) struct Wire {
+    /// Bumped whenever the connection is installed or cleared.
+    generation: u64,
+    /// The writer queue of the live connection; `None` while disconnected (requests then
+    /// queue for the driver, which sends them once reconnected, as before).
+    outbound: Option<mpsc::Sender<Bytes>>,
+    /// User requests written to the current connection, by id.
+    sent: HashMap<Id, SentRequest>,
+    /// Requests cancelled after sending: their late response is ignored, not fatal.
+    abandoned: HashSet<Id>,
+}
+
+/// Whom a response id answers.
+pub(crate) enum Answered {
+    Sent(SentRequest),
+    Abandoned,
+    Unknown,
+}
+
 /// State shared by every handle of one client and its driver task.
 pub(crate) struct Shared {
     commands: mpsc::Sender<Command>,
+    wire: Mutex<Wire>,
+    max_frame_length: u32,
     deferred: Mutex<Vec<Deferred>>,
     pub(crate) deferred_notify: Notify,
     next_request: AtomicU64,
@@ -69,6 +109,155 @@ impl Shared {
         #[expect(clippy::cast_precision_loss, reason = "jitter only needs 53 bits")]
         let f = (x >> 11) as f64 / (1u64 << 53) as f64;
         f
+    }
+
+    fn lock_wire(&self) -> MutexGuard<'_, Wire> {
+        // Every critical section leaves the map and the queue consistent.
+        self.wire
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Lets handles write requests to a new connection's writer queue.
+    pub(crate) fn install_wire(&self, outbound: mpsc::Sender<Bytes>) {
+        let mut wire = self.lock_wire();
+        wire.generation += 1;
+        wire.outbound = Some(outbound);
+    }
+
+    /// The connection ended: stops direct writes and returns the requests that were sent
+    /// on it (their outcome is unknown).
+    pub(crate) fn clear_wire(&self) -> Vec<SentRequest> {
+        let mut wire = self.lock_wire();
+        wire.generation += 1;
+        wire.outbound = None;
+        wire.abandoned.clear();
+        wire.sent.drain().map(|(_, r)| r).collect()
+    }
+
+    /// Records a request the driver sent on the current connection.
+    pub(crate) fn record_sent(&self, id: Id, request: SentRequest) {
+        self.lock_wire().sent.insert(id, request);
+    }
+
+    /// Takes a sent request's entry (it is being cancelled).
+    pub(crate) fn take_sent(&self, id: &Id) -> Option<SentRequest> {
+        self.lock_wire().sent.remove(id)
+    }
+
+    /// Marks a request whose `cancel` was sent: its late answer is ignored.
+    pub(crate) fn abandon(&self, id: Id) {
+        self.lock_wire().abandoned.insert(id);
+    }
+
+    /// Takes what the response with `id` answers.
+    pub(crate) fn take_answered(&self, id: &Id) -> Answered {
+        let mut wire = self.lock_wire();
+        if let Some(sent) = wire.sent.remove(id) {
+            Answered::Sent(sent)
+        } else if wire.abandoned.remove(id) {
+            Answered::Abandoned
+        } else {
+            Answered::Unknown
+        }
+    }
+
+    /// A caller gave up on request `id`: if it was sent, queue its `cancel` right behind it
+    /// (so it precedes anything the caller sends next) and ignore its late answer.
+    fn cancel_sent(&self, id: Id) {
+        let mut wire = self.lock_wire();
+        let queued = match (wire.sent.remove(&id), &wire.outbound) {
+            (Some(sent), Some(outbound)) => {
+                let msg = ClientMessage::Cancel(Cancel {
+                    id: id.clone(),
+                    target: sent.target.clone(),
+                });
+                match encode_frame(&msg, self.max_frame_length) {
+                    Ok(frame) => match outbound.try_send(frame) {
+                        Ok(()) => true,
+                        // A full queue: put it back for the driver, which can wait for room.
+                        Err(_) => {
+                            wire.sent.insert(id.clone(), sent);
+                            false
+                        }
+                    },
+                    // Cannot happen for ids and targets that encoded in the request; still,
+                    // never leave the answer fatal.
+                    Err(_) => true,
+                }
+            }
+            (Some(sent), None) => {
+                wire.sent.insert(id.clone(), sent);
+                false
+            }
+            (None, _) => false,
+        };
+        if queued {
+            wire.abandoned.insert(id);
+            return;
+        }
+        drop(wire);
+        // Not sent by us (still queued for the driver, or being sent by it): the driver
+        // cancels it if it was sent, in order with its own sends.
+        self.defer(Deferred::Cancel(id));
+    }
+
+    /// Sends a user request: straight to the writer queue while connected, through the
+    /// driver otherwise. On `Ok` the answer arrives on `reply`'s receiver.
+    async fn send_request(
+        &self,
+        id: Id,
+        spec: TargetSpec,
+        call: Value,
+        reply: ReplyTx,
+    ) -> Result<(), RequestError> {
+        if self.shutdown.is_cancelled() {
+            return Err(RequestError::Closed);
+        }
+        let live = {
+            let wire = self.lock_wire();
+            wire.outbound.clone().map(|o| (wire.generation, o))
+        };
+        let Some((generation, outbound)) = live else {
+            return self
+                .command(Command::Request {
+                    id,
+                    target: spec,
+                    call,
+                    reply,
+                })
+                .await;
+        };
+        // Resolved at send time, as the driver does: a session call never goes out with a
+        // route the client already knows is stale.
+        let target = match spec {
+            TargetSpec::Explicit(t) => t,
+            TargetSpec::Session(session_id) => match &*self.attachment.borrow() {
+                Some(a) if a.session_id == session_id => Target::Session(a.clone()),
+                _ => return Err(RequestError::NotAttached(session_id.to_string())),
+            },
+        };
+        let frame = encode_frame(
+            &ClientMessage::Request(Request {
+                id: id.clone(),
+                target: target.clone(),
+                call,
+            }),
+            self.max_frame_length,
+        )?;
+        // Waits for queue space without holding the lock (the queue is bounded).
+        let lost = || RequestError::NotSent("connection lost".to_owned());
+        let permit = outbound.reserve_owned().await.map_err(|_| lost())?;
+        let mut wire = self.lock_wire();
+        if wire.generation != generation {
+            // The connection ended while we waited: this frame was never written.
+            return Err(lost());
+        }
+        // Recorded and queued together, so the driver can never see the response (or clear
+        // the map) without the entry, and a later `cancel` always follows the request.
+        wire.sent.insert(id, SentRequest { reply, target });
+        permit.send(frame);
+        Ok(())
     }
 
     pub(crate) fn lock_deferred(&self) -> MutexGuard<'_, Vec<Deferred>> {
@@ -140,7 +329,7 @@ struct CancelOnDrop<'a> {
 impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
-            self.shared.defer(Deferred::Cancel(id));
+            self.shared.cancel_sent(id);
         }
     }
 }
@@ -165,6 +354,8 @@ impl Client {
         let seed = std::process::id() as u64 ^ (&commands as *const _ as u64) | 1;
         let shared = Arc::new(Shared {
             commands,
+            wire: Mutex::new(Wire::default()),
+            max_frame_length: config.max_frame_length,
             deferred: Mutex::new(Vec::new()),
             deferred_notify: Notify::new(),
             next_request: AtomicU64::new(1),
@@ -275,12 +466,7 @@ impl Client {
             let id = self.shared.next_request_id();
             let (reply, rx) = oneshot::channel();
             self.shared
-                .command(Command::Request {
-                    id: id.clone(),
-                    target,
-                    call,
-                    reply,
-                })
+                .send_request(id.clone(), target, call, reply)
                 .await?;
             let mut guard = CancelOnDrop {
                 shared: &self.shared,

@@ -3,9 +3,11 @@
 //! It reads server frames, routes responses to waiting callers, tracks the attachment,
 //! feeds subscription replicas, and (with a reconnect policy) reconnects, re-attaches and
 //! re-subscribes. Writes go to a separate writer task through a bounded queue, so a slow
-//! socket never stops us from reading.
+//! socket never stops us from reading. While connected, user requests skip the driver on
+//! the way out: callers queue their frames for the writer themselves and record them in the
+//! shared [`Wire`](crate::client::Wire), which the driver completes from.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use baton_protocol::chord::{ControlCall, ServiceCall};
@@ -20,7 +22,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::codec::FramedRead;
 use tracing::{debug, warn};
 
-use crate::client::Shared;
+use crate::client::{Answered, SentRequest, Shared};
 use crate::config::ClientConfig;
 use crate::connect::{self, Connection};
 use crate::error::RequestError;
@@ -91,12 +93,8 @@ pub(crate) enum Deferred {
     Unsubscribe(u64),
 }
 
-/// What a response id is waiting for.
+/// What a response id is waiting for (user requests live in the shared `Wire` instead).
 enum Pending {
-    User {
-        reply: ReplyTx,
-        target: Target,
-    },
     Attach {
         session_id: Id,
         reply: Option<oneshot::Sender<Result<SessionTarget, RequestError>>>,
@@ -133,8 +131,6 @@ pub(crate) struct Driver {
     status: watch::Sender<Status>,
     attachment: watch::Sender<Option<SessionTarget>>,
     pending: HashMap<Id, Pending>,
-    /// Requests cancelled after sending: their late response is ignored, not fatal.
-    abandoned: HashSet<Id>,
     /// The session to re-attach after a reconnect.
     desired_session: Option<Id>,
     subs: SubCore,
@@ -164,7 +160,6 @@ impl Driver {
             status,
             attachment,
             pending: HashMap::new(),
-            abandoned: HashSet::new(),
             desired_session: None,
             subs,
         }
@@ -176,14 +171,18 @@ impl Driver {
         loop {
             let live = self.start_writer(conn.writer, conn.reader);
             let ended = self.serve(live).await;
+            // No caller may write to (or record a request for) the ended connection.
+            let sent = self.shared.clear_wire();
             let reason = match ended {
                 Ended::Closed(reason) => {
+                    fail_sent(sent, &reason);
                     self.finish(&reason);
                     return;
                 }
                 Ended::Lost(reason) => reason,
             };
             debug!(%reason, "connection lost");
+            fail_sent(sent, &reason);
             self.fail_in_flight(&reason);
             match self.reconnect(&reason).await {
                 Some(next) => conn = next,
@@ -210,6 +209,8 @@ impl Driver {
 
     async fn serve(&mut self, mut live: Live) -> Ended {
         self.resume_after_connect(&live).await;
+        // After the re-attach request, as when every request went through the driver.
+        self.shared.install_wire(live.outbound.clone());
         loop {
             tokio::select! {
                 biased;
@@ -334,7 +335,7 @@ impl Driver {
                 });
                 match self.send(live, &msg).await {
                     Ok(()) => {
-                        self.pending.insert(id, Pending::User { reply, target });
+                        self.shared.record_sent(id, SentRequest { reply, target });
                     }
                     Err(e) => {
                         let _ = reply.send(Err(e));
@@ -402,12 +403,12 @@ impl Driver {
         for item in items {
             match item {
                 Deferred::Cancel(id) => {
-                    if let Some(Pending::User { target, .. }) = self.pending.remove(&id) {
+                    if let Some(SentRequest { target, .. }) = self.shared.take_sent(&id) {
                         let msg = ClientMessage::Cancel(Cancel {
                             id: id.clone(),
                             target,
                         });
-                        self.abandoned.insert(id);
+                        self.shared.abandon(id);
                         // A lost connection shows up on the reader; nothing else to do here.
                         let _ = self.send(live, &msg).await;
                     }
@@ -458,18 +459,24 @@ impl Driver {
                 self.handle_resync(resync, live).await
             }
             ServerMessage::Response(response) => {
-                let Some(pending) = self.pending.remove(&response.id) else {
-                    if self.abandoned.remove(&response.id) {
-                        return Ok(());
-                    }
-                    return Err(Ended::Lost("Response has no matching request".to_owned()));
-                };
                 let result = match response.outcome {
                     Outcome::Void => Ok(Reply::Void),
                     Outcome::Value(v) => Ok(Reply::Value(v)),
                     Outcome::Error(e) => Err(RequestError::Server(e)),
                 };
-                self.complete(pending, result, live).await
+                if let Some(pending) = self.pending.remove(&response.id) {
+                    return self.complete(pending, result, live).await;
+                }
+                match self.shared.take_answered(&response.id) {
+                    Answered::Sent(sent) => {
+                        let _ = sent.reply.send(result);
+                        Ok(())
+                    }
+                    Answered::Abandoned => Ok(()),
+                    Answered::Unknown => {
+                        Err(Ended::Lost("Response has no matching request".to_owned()))
+                    }
+                }
             }
         }
     }
@@ -481,7 +488,7 @@ impl Driver {
         live: &Live,
     ) -> Result<(), Ended> {
         match pending {
-            Pending::User { reply, .. } | Pending::Detach { reply } => {
+            Pending::Detach { reply } => {
                 let _ = reply.send(result);
             }
             Pending::Attach { session_id, reply } => {
@@ -543,9 +550,9 @@ impl Driver {
         Ok(())
     }
 
-    /// Requests that were sent may have run: their outcome is unknown.
+    /// Requests that were sent may have run: their outcome is unknown. (User requests were
+    /// failed when the connection's wire was cleared.)
     fn fail_in_flight(&mut self, reason: &str) {
-        self.abandoned.clear();
         self.fail_pending(reason);
         self.attachment.send_replace(None);
         self.subs.connection_lost(reason);
@@ -597,7 +604,7 @@ impl Driver {
         for (_, pending) in self.pending.drain() {
             let err = RequestError::OutcomeUnknown(reason.to_owned());
             match pending {
-                Pending::User { reply, .. } | Pending::Detach { reply } => {
+                Pending::Detach { reply } => {
                     let _ = reply.send(Err(err));
                 }
                 Pending::Attach {
@@ -624,6 +631,15 @@ impl Driver {
             reason: reason.to_owned(),
         });
         self.shared.shutdown.cancel();
+    }
+}
+
+/// User requests written to a connection that ended may have run: their outcome is unknown.
+fn fail_sent(sent: Vec<SentRequest>, reason: &str) {
+    for request in sent {
+        let _ = request
+            .reply
+            .send(Err(RequestError::OutcomeUnknown(reason.to_owned())));
     }
 }
 

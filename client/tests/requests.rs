@@ -6,7 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use baton_client::{Client, ConnectError, Reply, RequestError, RequestOptions, Status};
+use baton_client::{
+    Client, ConnectError, ReconnectPolicy, Reply, RequestError, RequestOptions, Status,
+};
 use baton_protocol::{
     ClientMessage, Id, Outcome, ServerMessage, SessionTarget, Target, Value, WireError,
 };
@@ -396,4 +398,37 @@ async fn close_rejects_pending_requests_and_is_idempotent() {
         RequestError::OutcomeUnknown(_) | RequestError::Closed
     ));
     peer.expect_eof().await;
+}
+
+#[tokio::test]
+async fn a_request_made_while_reconnecting_is_sent_on_the_new_connection() {
+    // While connected, requests skip the driver; while reconnecting they wait for it.
+    let listener = Listener::bind();
+    let mut config = listener.config();
+    config.reconnect = Some(ReconnectPolicy {
+        initial_delay: Duration::from_millis(50),
+        max_delay: Duration::from_millis(50),
+        ..ReconnectPolicy::default()
+    });
+    let (client, peer) = tokio::join!(Client::connect(config), listener.accept_ready());
+    let client = client.unwrap();
+    let mut status = client.watch_status();
+    drop(peer);
+    tokio::time::timeout(
+        HANG_GUARD,
+        status.wait_for(|s| matches!(s, Status::Reconnecting { .. })),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let req = client.request(client.server_target(), call("later"));
+    let server = async {
+        let mut peer = listener.accept_ready().await;
+        let r = peer.recv_request().await;
+        assert_eq!(r.call, call("later"));
+        peer.respond(&r.id, Outcome::Value(Value::from("ok"))).await;
+        peer
+    };
+    let (result, _peer) = tokio::join!(req, server);
+    assert_eq!(result.unwrap(), Reply::Value(Value::from("ok")));
 }

@@ -8,7 +8,10 @@
 //! * The writer takes frames from the state in order and writes them; it is woken by a
 //!   [`Notify`]. When the state is closing it flushes what is queued (bounded by the
 //!   graceful-close timeout) and shuts the stream down.
-//! * Requests run in their own tracked tasks; their results go back into the state.
+//! * Each request's host call is polled once in the reader; one that is not done then runs
+//!   in its own tracked task. Results go back into the state. After each read batch the
+//!   reader writes what is queued itself if the writer is idle (Unix and TCP), otherwise it
+//!   wakes the writer once for the batch, not once per response.
 //!
 //! No lock is held across an `.await`: every state access is one synchronous
 //! [`ConnShared::with`].
@@ -16,12 +19,13 @@
 pub(crate) mod outbound;
 pub(crate) mod state;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use baton_protocol::codec::ClientMessageDecoder;
 use baton_protocol::{Target, WireError};
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, WriteHalf};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -29,12 +33,12 @@ use tracing::Instrument;
 use crate::context::{Context, Peer};
 use crate::error::ServiceError;
 use crate::host::{ServerHost, ServiceAttachment};
-use crate::listen::Stream;
+use crate::listen::{Stream, StreamWriter};
 use crate::panics::guarded;
 use crate::publish::Publisher;
 use crate::router::lock;
 use crate::server::ServerShared;
-use crate::tasks::spawn;
+use crate::tasks::{run_or_spawn, spawn};
 
 use self::state::{ConnState, Dispatch, Step};
 
@@ -49,6 +53,10 @@ pub(crate) struct ConnShared {
     state: Mutex<ConnState>,
     wake: Notify,
     closing: CancellationToken,
+    /// While set, [`Self::with`] leaves the state's wake flag for [`WakeHold`] to act on, so
+    /// the reader wakes the writer once per read batch instead of once per response. Only
+    /// read or written with `state` locked, which orders it with the flag.
+    holding: AtomicBool,
 }
 
 impl ConnShared {
@@ -57,6 +65,7 @@ impl ConnShared {
             state: Mutex::new(state),
             wake: Notify::new(),
             closing: CancellationToken::new(),
+            holding: AtomicBool::new(false),
         }
     }
 
@@ -64,7 +73,7 @@ impl ConnShared {
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut ConnState) -> R) -> R {
         let mut state = lock(&self.state);
         let r = f(&mut state);
-        let wake = state.take_wake();
+        let wake = !self.holding.load(Ordering::Relaxed) && state.take_wake();
         let closing = state.closing().is_some();
         drop(state);
         if wake {
@@ -74,6 +83,86 @@ impl ConnShared {
             self.closing.cancel();
         }
         r
+    }
+
+    /// Holds writer wake-ups until the guard drops (one wake for a whole read batch).
+    fn hold_wakes(&self) -> WakeHold<'_> {
+        let _state = lock(&self.state);
+        self.holding.store(true, Ordering::Relaxed);
+        WakeHold(self)
+    }
+}
+
+/// See [`ConnShared::hold_wakes`].
+struct WakeHold<'a>(&'a ConnShared);
+
+/// The write half while the writer task waits for work, so the reader can write what a read
+/// batch produced itself (no wake-up, no task switch: most answers to small requests go out
+/// this way). Whoever holds the half is the only one taking frames from the state, which
+/// keeps them in order.
+#[derive(Default)]
+struct ParkedWriter {
+    writer: Option<StreamWriter>,
+    /// Bytes the reader took from the state but the socket did not take: the writer writes
+    /// them before anything else.
+    carry: BytesMut,
+}
+
+/// Writes what the state has queued straight from the reader, if the writer task is parked
+/// and the socket takes it without blocking. What it does not take is left in `carry` for
+/// the writer, which is woken.
+fn write_inline(shared: &ConnShared, parked: &Mutex<ParkedWriter>) {
+    let mut parked = lock(parked);
+    let ParkedWriter {
+        writer: Some(writer),
+        carry,
+    } = &mut *parked
+    else {
+        return;
+    };
+    if !carry.is_empty() || !writer.can_try_write() {
+        return;
+    }
+    loop {
+        let taken = shared.with(|s| {
+            if s.closing().is_some() {
+                // Closing (flush, shutdown, kill timer) is the writer task's job.
+                return false;
+            }
+            while carry.len() < WRITE_BATCH {
+                let Some(frame) = s.poll_transmit() else {
+                    break;
+                };
+                carry.extend_from_slice(&frame);
+            }
+            if carry.is_empty() {
+                // All written: the writer has nothing to wake up for.
+                let _ = s.take_wake();
+            }
+            !carry.is_empty()
+        });
+        if !taken {
+            return;
+        }
+        match writer.try_write(carry) {
+            Some(Ok(n)) => {
+                shared.with(|s| s.transmitted(n));
+                bytes::Buf::advance(carry, n);
+                if !carry.is_empty() {
+                    break;
+                }
+            }
+            // Would block, or failed (the writer meets the error itself and aborts).
+            Some(Err(_)) | None => break,
+        }
+    }
+    shared.wake.notify_one();
+}
+
+impl Drop for WakeHold<'_> {
+    fn drop(&mut self) {
+        let shared = self.0;
+        shared.with(|_| shared.holding.store(false, Ordering::Relaxed));
     }
 }
 
@@ -109,16 +198,18 @@ async fn run<H: ServerHost>(
         server.limits,
     )));
     server.register_connection(conn_id, &shared);
-    let (mut reader, writer) = tokio::io::split(stream);
+    let (mut reader, writer) = stream.into_split();
 
     let kill = CancellationToken::new();
     let writer_done = CancellationToken::new();
+    let parked = Arc::new(Mutex::new(ParkedWriter::default()));
     {
         let shared = Arc::clone(&shared);
+        let parked = Arc::clone(&parked);
         let kill = kill.clone();
         let done = writer_done.clone();
         spawn(&server.conn_tasks, async move {
-            write_loop(&shared, writer, &kill).await;
+            write_loop(&shared, &parked, writer, &kill).await;
             done.cancel();
         });
     }
@@ -176,6 +267,7 @@ async fn run<H: ServerHost>(
                 Ok(_) => {
                     let pushed = decoder.push(&buf);
                     buf.clear();
+                    let _hold = shared.hold_wakes();
                     match pushed {
                         Ok(messages) => {
                             for m in messages {
@@ -194,6 +286,7 @@ async fn run<H: ServerHost>(
                         }
                         Err(e) => shared.with(|s| s.handle_decode_error(&e)),
                     }
+                    write_inline(&shared, &parked);
                 }
                 Err(error) => {
                     tracing::debug!(%error, "read failed");
@@ -289,7 +382,8 @@ fn spawn_request<H: ServerHost>(
     let shared = Arc::clone(shared);
     let services = Arc::clone(services);
     let peer = Arc::clone(peer);
-    spawn(
+    // Polled once right here: an echo-like call is answered without a task or a wake-up.
+    run_or_spawn(
         &server.requests,
         async move {
             let Dispatch {
@@ -302,7 +396,9 @@ fn spawn_request<H: ServerHost>(
             let conn_id = peer.connection_id;
             let ctx = Context::for_request(cancel, peer, cancel_requested);
             let publisher = Publisher::new(Arc::downgrade(&shared));
-            let work = catch_unwind(async {
+            // A panic is answered `internal_error`: never an unanswered request or an id
+            // active forever.
+            let work = guarded("call", async {
                 match &target {
                     Target::Server(_) => services.invoke_service(call, publisher, ctx).await,
                     Target::Session(t) => router.execute(conn_id, t, call, publisher, ctx).await,
@@ -321,30 +417,6 @@ fn spawn_request<H: ServerHost>(
     );
 }
 
-/// Runs a host call, turning a panic into an internal error (answered `internal_error`,
-/// logged) so a panicking host cannot leave a request unanswered or its id active forever.
-async fn catch_unwind<F>(work: F) -> crate::host::CallResult
-where
-    F: Future<Output = crate::host::CallResult>,
-{
-    let mut work = std::pin::pin!(work);
-    std::future::poll_fn(|cx| {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work.as_mut().poll(cx))) {
-            Ok(poll) => poll,
-            Err(panic) => {
-                let detail = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                tracing::error!(panic = %detail, "host call panicked");
-                std::task::Poll::Ready(Err(ServiceError::internal("host call panicked")))
-            }
-        }
-    })
-    .await
-}
-
 enum Next {
     /// Several small frames gathered into one write.
     Batch(BytesMut),
@@ -354,9 +426,10 @@ enum Next {
     Wait,
 }
 
-async fn write_loop<W: AsyncRead + AsyncWrite>(
+async fn write_loop(
     shared: &ConnShared,
-    mut writer: WriteHalf<W>,
+    parked: &Mutex<ParkedWriter>,
+    mut writer: StreamWriter,
     kill: &CancellationToken,
 ) {
     let mut batch = BytesMut::new();
@@ -389,11 +462,28 @@ async fn write_loop<W: AsyncRead + AsyncWrite>(
             Next::Frame(frame) => write(&mut writer, &frame, kill).await,
             Next::Done => break,
             Next::Wait => {
-                tokio::select! {
-                    () = shared.wake.notified() => {}
-                    () = kill.cancelled() => return,
+                // Lend the write half to the reader while there is nothing to write.
+                lock(parked).writer = Some(writer);
+                let killed = tokio::select! {
+                    () = shared.wake.notified() => false,
+                    () = kill.cancelled() => true,
+                };
+                writer = {
+                    let mut p = lock(parked);
+                    std::mem::swap(&mut batch, &mut p.carry);
+                    p.writer
+                        .take()
+                        .unwrap_or_else(|| unreachable!("only the writer task takes it back"))
+                };
+                if killed {
+                    return;
                 }
-                continue;
+                if batch.is_empty() {
+                    continue;
+                }
+                let r = write(&mut writer, &batch, kill).await;
+                batch.clear();
+                r
             }
         };
         match written {
@@ -416,8 +506,8 @@ async fn write_loop<W: AsyncRead + AsyncWrite>(
 }
 
 /// Writes `bytes` unless the connection is killed first (`None`).
-async fn write<W: AsyncWrite>(
-    writer: &mut WriteHalf<W>,
+async fn write<W: AsyncWrite + Unpin>(
+    writer: &mut W,
     bytes: &[u8],
     kill: &CancellationToken,
 ) -> Option<std::io::Result<usize>> {

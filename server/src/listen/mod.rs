@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 pub use tls::{ClientAuth, TlsConfig};
 pub use unix::unix_socket_path;
 
-pub(crate) use stream::Stream;
+pub(crate) use stream::{Stream, StreamWriter};
 pub(crate) use tcp::{BoundTcp, configure_accepted};
 pub(crate) use unix::{BoundUnix, UnixSocketFile};
 

@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::{TcpStream, UnixStream, tcp, unix};
 use tokio_rustls::server::TlsStream;
 
 /// An accepted, authenticated byte stream.
@@ -14,6 +14,106 @@ pub(crate) enum Stream {
     Unix(UnixStream),
     Tcp(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    /// Splits into a read half and a write half for the connection's reader and writer.
+    ///
+    /// Unix and TCP sockets split into owned halves (no lock); TLS shares one session state
+    /// between both directions, so it needs [`tokio::io::split`], which locks per call.
+    pub(crate) fn into_split(self) -> (StreamReader, StreamWriter) {
+        match self {
+            Self::Unix(s) => {
+                let (r, w) = s.into_split();
+                (StreamReader::Unix(r), StreamWriter::Unix(w))
+            }
+            Self::Tcp(s) => {
+                let (r, w) = s.into_split();
+                (StreamReader::Tcp(r), StreamWriter::Tcp(w))
+            }
+            Self::Tls(s) => {
+                let (r, w) = tokio::io::split(s);
+                (StreamReader::Tls(r), StreamWriter::Tls(w))
+            }
+        }
+    }
+}
+
+/// The read half of a [`Stream`].
+#[derive(Debug)]
+pub(crate) enum StreamReader {
+    Unix(unix::OwnedReadHalf),
+    Tcp(tcp::OwnedReadHalf),
+    Tls(tokio::io::ReadHalf<Box<TlsStream<TcpStream>>>),
+}
+
+/// The write half of a [`Stream`]. Dropping an owned Unix or TCP half shuts down the
+/// write direction.
+#[derive(Debug)]
+pub(crate) enum StreamWriter {
+    Unix(unix::OwnedWriteHalf),
+    Tcp(tcp::OwnedWriteHalf),
+    Tls(tokio::io::WriteHalf<Box<TlsStream<TcpStream>>>),
+}
+
+impl StreamWriter {
+    /// True if [`Self::try_write`] can write (not TLS, whose writes go through the session).
+    pub(crate) fn can_try_write(&self) -> bool {
+        !matches!(self, Self::Tls(_))
+    }
+
+    /// Writes what the socket takes now without waiting; `None` for TLS.
+    pub(crate) fn try_write(&self, buf: &[u8]) -> Option<io::Result<usize>> {
+        match self {
+            Self::Unix(w) => Some(w.try_write(buf)),
+            Self::Tcp(w) => Some(w.try_write(buf)),
+            Self::Tls(_) => None,
+        }
+    }
+}
+
+impl AsyncRead for StreamReader {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Unix(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for StreamWriter {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Unix(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Unix(s) => Pin::new(s).poll_flush(cx),
+            Self::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Self::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Unix(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
 }
 
 impl AsyncRead for Stream {

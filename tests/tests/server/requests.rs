@@ -1,8 +1,10 @@
 //! Request handling order, responses, errors and cancel (spec §5.2, §5.3).
 
-use baton_protocol::{Map, Outcome, ServerId, Target, Value};
+use baton_protocol::{
+    ClientMessage, Map, Outcome, Request, ServerId, ServerMessage, Target, Value,
+};
 use baton_tests::host::TestHost;
-use baton_tests::peer::{call, error, id};
+use baton_tests::peer::{RawPeer, call, error, id};
 use baton_tests::server::{TestServer, config};
 use baton_tests::{OTHER_SERVER_ID, guard};
 
@@ -24,6 +26,87 @@ async fn void_and_null_results_are_distinct() {
             .await,
         Outcome::Value(Value::Null)
     );
+}
+
+#[tokio::test]
+async fn calls_done_on_their_first_poll_are_answered_exactly_once_even_in_one_read() {
+    // Echo-like calls (and a panicking one) finish on their first poll, which the server
+    // does in the connection's reader; a batch of them arriving in one read must still get
+    // one response each, and a panic must still answer `internal_error`.
+    let s = TestServer::unix(TestHost::new(&[]), config()).await;
+    let mut p = s.ready_peer().await;
+    let mut bytes = Vec::new();
+    let mut expected = std::collections::HashMap::new();
+    for i in 0..40_i32 {
+        let rid = p.next_id();
+        let (c, outcome) = if i % 10 == 3 {
+            (
+                call("test", "panic", vec![Value::from("inline")]),
+                error("internal_error", "Internal server error"),
+            )
+        } else {
+            (
+                call("test", "echo", vec![Value::from(i)]),
+                Outcome::Value(Value::from(i)),
+            )
+        };
+        bytes.extend(RawPeer::frame(&ClientMessage::Request(Request {
+            id: rid.clone(),
+            target: p.server_target(),
+            call: c,
+        })));
+        expected.insert(rid, outcome);
+    }
+    p.send_bytes(&bytes).await;
+    while !expected.is_empty() {
+        match p.recv().await {
+            ServerMessage::Response(r) => {
+                let want = expected.remove(&r.id).expect("one response per request");
+                assert_eq!(r.outcome, want);
+            }
+            other => panic!("expected a response, got {other:?}"),
+        }
+    }
+    // No duplicate follows: the next message answers a fresh call.
+    assert_eq!(
+        p.call(p.server_target(), call("test", "void", vec![]))
+            .await,
+        Outcome::Void
+    );
+}
+
+#[tokio::test]
+async fn answers_written_by_the_reader_stay_whole_and_in_order_when_the_socket_fills() {
+    // The reader writes a read batch's answers itself while the writer is idle; 24 answers
+    // of ~40 KB are more than a socket buffer takes at once, so the rest must go to the
+    // writer behind what was written, over TCP and Unix alike.
+    for tcp in [false, true] {
+        let s = if tcp {
+            TestServer::tcp(TestHost::new(&[]), config()).await
+        } else {
+            TestServer::unix(TestHost::new(&[]), config()).await
+        };
+        let mut p = s.ready_peer().await;
+        let mut bytes = Vec::new();
+        let mut ids = Vec::new();
+        for i in 0..24_u32 {
+            let rid = p.next_id();
+            let n = 40_000 + i;
+            bytes.extend(RawPeer::frame(&ClientMessage::Request(Request {
+                id: rid.clone(),
+                target: p.server_target(),
+                call: call("test", "big", vec![Value::from(n)]),
+            })));
+            ids.push((rid, n));
+        }
+        p.send_bytes(&bytes).await;
+        for (rid, n) in ids {
+            assert_eq!(
+                p.expect_response(&rid).await,
+                Outcome::Value(Value::from("x".repeat(n as usize)))
+            );
+        }
+    }
 }
 
 #[tokio::test]
