@@ -420,7 +420,7 @@ fn spawn_request<H: ServerHost>(
 enum Next {
     /// Several small frames gathered into one write.
     Batch(BytesMut),
-    /// One large frame, written as is (no copy).
+    /// One large frame, or the only one queued, written as is (no copy).
     Frame(Bytes),
     Done,
     Wait,
@@ -439,7 +439,10 @@ async fn write_loop(
                 let Some(frame) = s.poll_transmit() else {
                     break;
                 };
-                if batch.is_empty() && frame.len() >= WRITE_BATCH {
+                // A large frame, or the only thing queued (one response, one subscription's
+                // run of updates), is written as is: copying it into the batch would be a
+                // second copy of every fanned-out byte.
+                if batch.is_empty() && (frame.len() >= WRITE_BATCH || !s.has_output()) {
                     return Next::Frame(frame);
                 }
                 batch.extend_from_slice(&frame);

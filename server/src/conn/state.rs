@@ -451,6 +451,11 @@ impl ConnState {
         self.out.written(len);
     }
 
+    /// True while frames are queued for [`Self::poll_transmit`].
+    pub(crate) fn has_output(&self) -> bool {
+        !self.out.is_empty()
+    }
+
     /// True once the writer has nothing left to do.
     pub(crate) fn is_finished(&self) -> bool {
         match self.closing {
