@@ -110,6 +110,51 @@ async fn window(counts: &[Arc<AtomicU64>], plan: &Plan) -> (f64, f64) {
     (n / dt.as_secs_f64(), (cpu1 - cpu0) / n * 1e6)
 }
 
+/// Waits for `n` subscribers of `key`, publishes batches of 64 (pausing while the slowest
+/// counter in `counts` is 1,024 or more behind, so nobody is ever reset), measures over the
+/// window, then stops the publisher and aborts the subscriber `tasks`. Returns deliveries/s,
+/// CPU s per million and the resets the publisher saw.
+async fn publish_paced(
+    srv: &OursServer,
+    key: &str,
+    n: usize,
+    counts: &[Arc<AtomicU64>],
+    tasks: &[tokio::task::JoinHandle<()>],
+    plan: &Plan,
+) -> (f64, f64, u64) {
+    while srv.host.subscribers(key) < n {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let publisher = {
+        let (host, stop, counts) = (srv.host.clone(), Arc::clone(&stop), counts.to_vec());
+        let key = key.to_owned();
+        tokio::spawn(async move {
+            let mut resets = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let (c, seq) = host.publish(&key, 64);
+                resets += c.reset;
+                loop {
+                    let slowest = counts.iter().map(|c| c.load(Ordering::Relaxed)).min();
+                    if seq - slowest.unwrap_or(seq) < 1_024 || stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                tokio::task::yield_now().await;
+            }
+            resets
+        })
+    };
+    let (per_sec, cpu_per_m) = window(counts, plan).await;
+    stop.store(true, Ordering::Relaxed);
+    let resets = publisher.await.unwrap_or(0);
+    for t in tasks {
+        t.abort();
+    }
+    (per_sec, cpu_per_m, resets)
+}
+
 /// Ours: `n` baton clients over Unix, one subscription each, one publisher.
 pub async fn ours(srv: &OursServer, n: usize, run: u64, plan: &Plan) -> FanResult {
     let key = run.to_string();
@@ -152,36 +197,7 @@ pub async fn ours(srv: &OursServer, n: usize, run: u64, plan: &Plan) -> FanResul
         counts.push(seen);
         clients.push(c);
     }
-    while srv.host.subscribers(&key) < n {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let publisher = {
-        let (host, stop, counts) = (srv.host.clone(), Arc::clone(&stop), counts.clone());
-        let key = key.clone();
-        tokio::spawn(async move {
-            let mut resets = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let (c, seq) = host.publish(&key, 64);
-                resets += c.reset;
-                loop {
-                    let slowest = counts.iter().map(|c| c.load(Ordering::Relaxed)).min();
-                    if seq - slowest.unwrap_or(seq) < 1_024 || stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-                tokio::task::yield_now().await;
-            }
-            resets
-        })
-    };
-    let (per_sec, cpu_per_m) = window(&counts, plan).await;
-    stop.store(true, Ordering::Relaxed);
-    let resets = publisher.await.unwrap_or(0);
-    for t in &tasks {
-        t.abort();
-    }
+    let (per_sec, cpu_per_m, resets) = publish_paced(srv, &key, n, &counts, &tasks, plan).await;
     for c in &clients {
         c.close().await;
     }
@@ -392,36 +408,7 @@ pub async fn ours_raw(srv: &OursServer, n: usize, run: u64, plan: &Plan) -> FanR
         }));
         counts.push(seen);
     }
-    while srv.host.subscribers(&key) < n {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let publisher = {
-        let (host, stop, counts) = (srv.host.clone(), Arc::clone(&stop), counts.clone());
-        let key = key.clone();
-        tokio::spawn(async move {
-            let mut resets = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let (c, seq) = host.publish(&key, 64);
-                resets += c.reset;
-                loop {
-                    let slowest = counts.iter().map(|c| c.load(Ordering::Relaxed)).min();
-                    if seq - slowest.unwrap_or(seq) < 1_024 || stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-                tokio::task::yield_now().await;
-            }
-            resets
-        })
-    };
-    let (per_sec, cpu_per_m) = window(&counts, plan).await;
-    stop.store(true, Ordering::Relaxed);
-    let resets = publisher.await.unwrap_or(0);
-    for t in &tasks {
-        t.abort();
-    }
+    let (per_sec, cpu_per_m, resets) = publish_paced(srv, &key, n, &counts, &tasks, plan).await;
     srv.host.forget(&key);
     FanResult {
         per_sec,
