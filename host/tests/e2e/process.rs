@@ -138,25 +138,25 @@ fn make_fifo(dir: &Path) -> PathBuf {
     fifo
 }
 
-/// Runs `baton --connect <url> args…` to completion.
-async fn cli(url: &str, args: &[&str]) -> (ExitStatus, String, String) {
-    let out = guard(
-        &format!("baton {args:?}"),
-        Command::new(baton())
-            .arg("--connect")
-            .arg(url)
-            .args(args)
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .unwrap();
+/// Runs `cmd` to completion (stdin closed, hang-guarded): status, stdout, stderr.
+async fn run(what: &str, cmd: &mut Command) -> (ExitStatus, String, String) {
+    let out = guard(what, cmd.stdin(Stdio::null()).kill_on_drop(true).output())
+        .await
+        .unwrap();
     (
         out.status,
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Runs `baton --connect <url> args…` to completion.
+async fn cli(url: &str, args: &[&str]) -> (ExitStatus, String, String) {
+    run(
+        &format!("baton {args:?}"),
+        Command::new(baton()).arg("--connect").arg(url).args(args),
+    )
+    .await
 }
 
 /// `baton create` → the new session id.
@@ -400,24 +400,15 @@ async fn without_listen_the_host_serves_where_the_cli_looks() {
         runtime_dir.join("baton").join(format!("{server_id}.sock"))
     );
     // No --connect: the CLI discovers the socket in the same per-user directory.
-    let out = guard(
+    let (status, stdout, stderr) = run(
         "baton models",
         Command::new(baton())
             .arg("models")
             .env("XDG_RUNTIME_DIR", &runtime_dir)
-            .env_remove("BATON_CONNECT")
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
+            .env_remove("BATON_CONNECT"),
     )
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    .await;
+    assert!(status.success(), "{stderr}");
     assert!(stdout.contains("scripted/default"), "{stdout}");
     assert!(host.terminate().await.success());
 }
@@ -426,21 +417,12 @@ async fn without_listen_the_host_serves_where_the_cli_looks() {
 async fn certs_give_a_working_mutual_tls_setup() {
     let dir = tempfile::tempdir().unwrap();
     let pki = dir.path().join("pki");
-    let out = guard(
+    let (status, _, stderr) = run(
         "certs",
-        Command::new(HOST)
-            .args(["certs", "--out"])
-            .arg(&pki)
-            .kill_on_drop(true)
-            .output(),
+        Command::new(HOST).args(["certs", "--out"]).arg(&pki),
     )
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    .await;
+    assert!(status.success(), "{stderr}");
     let file = |name: &str| pki.join(name).display().to_string();
     let host = HostProcess::start(
         &[
@@ -484,22 +466,8 @@ async fn certs_give_a_working_mutual_tls_setup() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_streams_a_tool_call_and_exits_zero() {
-    let out = guard(
-        "demo",
-        Command::new(HOST)
-            .arg("demo")
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (status, stdout, stderr) = run("demo", Command::new(HOST).arg("demo")).await;
+    assert!(status.success(), "{stdout}\n{stderr}");
     for expected in [
         "→ bash {\"command\":\"ls\"}",
         "✓ bash",
