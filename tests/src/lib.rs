@@ -6,6 +6,7 @@
 
 pub mod certs;
 pub mod host;
+pub mod mirror;
 #[cfg(target_os = "linux")]
 pub mod netns;
 pub mod notation;

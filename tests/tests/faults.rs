@@ -11,10 +11,11 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use baton_client::{Client, ClientConfig, Endpoint, Subscription};
-use baton_protocol::chord::{Replica, ServiceMode, StateDecoder};
+use baton_protocol::chord::ServiceMode;
 use baton_protocol::{ClientMessage, Id, Outcome, Request, ServerMessage, Target, Value};
 use baton_server::Published;
 use baton_tests::host::{TestHost, hooks};
+use baton_tests::mirror::Mirror;
 use baton_tests::peer::{RawPeer, call, error, id};
 use baton_tests::server::{TestServer, config};
 use baton_tests::{guard, vm_rss_bytes};
@@ -44,43 +45,12 @@ fn echo(v: Value) -> Value {
     call("test", "echo", vec![v])
 }
 
-/// A client-side mirror of one `test.counter` subscription.
-struct Mirror {
-    decoder: StateDecoder,
-    replica: Replica,
-    resets: usize,
-    updates: usize,
-}
-
-impl Mirror {
-    async fn subscribe(p: &mut RawPeer, sid: &str) -> Self {
-        let Outcome::Value(snapshot) = p.call(p.server_target(), subscribe(sid)).await else {
-            panic!("subscribe failed");
-        };
-        let mut decoder = StateDecoder::new();
-        let snap = decoder.decode_snapshot(&snapshot).expect("wire snapshot");
-        let mut replica = Replica::new("test.counter", ServiceMode::Singleton);
-        replica.apply_snapshot(snap).expect("hydrate");
-        Self {
-            decoder,
-            replica,
-            resets: 0,
-            updates: 0,
-        }
-    }
-
-    fn apply(&mut self, update: &Value) {
-        let u = self.decoder.decode_update(update).expect("wire update");
-        if u.type_name() == "reset" {
-            self.resets += 1;
-        }
-        self.updates += 1;
-        self.replica.apply_update(u).expect("apply in sequence");
-    }
-
-    fn value(&self) -> Option<&Value> {
-        self.replica.value(None, "state")
-    }
+/// Subscribes `p` to `test.counter` at server scope and mirrors it.
+async fn subscribe_mirror(p: &mut RawPeer, sid: &str) -> Mirror {
+    let Outcome::Value(snapshot) = p.call(p.server_target(), subscribe(sid)).await else {
+        panic!("subscribe failed");
+    };
+    Mirror::new(&snapshot)
 }
 
 /// Reads until the response to `ping`, applying every update on the way.
@@ -106,9 +76,9 @@ async fn a_subscriber_that_stops_reading_costs_bounded_memory_and_others_are_una
     let s = TestServer::unix(host.clone(), config()).await;
     let mut idle = s.ready_peer().await;
     let mut stalled = s.ready_peer().await;
-    let mut stalled_mirror = Mirror::subscribe(&mut stalled, "slow").await;
+    let mut stalled_mirror = subscribe_mirror(&mut stalled, "slow").await;
     let mut healthy = s.ready_peer().await;
-    let mut healthy_mirror = Mirror::subscribe(&mut healthy, "fast").await;
+    let mut healthy_mirror = subscribe_mirror(&mut healthy, "fast").await;
 
     let before = vm_rss_bytes();
     let mut peak = before;

@@ -1,10 +1,10 @@
 //! Subscriptions: response before updates, per-subscription encoders, duplicate ids,
 //! unsubscribe, shared encoding, and slow subscribers (spec §5.2 steps 6–10, §5.5, §6.9).
 
-use baton_protocol::chord::{Replica, ServiceMode, StateDecoder};
 use baton_protocol::{Id, Outcome, ServerMessage, ServiceUpdate, Target, Value};
 use baton_server::Published;
 use baton_tests::host::TestHost;
+use baton_tests::mirror::Mirror;
 use baton_tests::peer::{RawPeer, call, error, id};
 use baton_tests::server::{TestServer, config};
 
@@ -22,46 +22,6 @@ fn subscribe(sid: &str) -> Value {
 
 fn unsubscribe(sid: &str) -> Value {
     call("$chord.service", "unsubscribe", vec![Value::from(sid)])
-}
-
-/// A client-side mirror of one subscription.
-struct Mirror {
-    decoder: StateDecoder,
-    replica: Replica,
-    resets: usize,
-    updates: usize,
-}
-
-impl Mirror {
-    fn new(snapshot: &Value) -> Self {
-        let mut decoder = StateDecoder::new();
-        let snap = decoder.decode_snapshot(snapshot).expect("wire snapshot");
-        let mut replica = Replica::new("test.counter", ServiceMode::Singleton);
-        replica.apply_snapshot(snap).expect("hydrate");
-        Self {
-            decoder,
-            replica,
-            resets: 0,
-            updates: 0,
-        }
-    }
-
-    fn apply(&mut self, update: &Value) {
-        let u = self.decoder.decode_update(update).expect("wire update");
-        if u.type_name() == "reset" {
-            self.resets += 1;
-        }
-        self.updates += 1;
-        self.replica.apply_update(u).expect("apply in sequence");
-    }
-
-    fn value(&self) -> Option<&Value> {
-        self.replica.value(None, "state")
-    }
-
-    fn sequence(&self) -> Option<u64> {
-        self.replica.sequence(None, "state")
-    }
 }
 
 async fn subscribe_ok(p: &mut RawPeer, target: Target, sid: &str) -> Mirror {
