@@ -289,91 +289,76 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let ratio = |m: &str, a: &str, b: &str| med(&s, m, a) / med(&s, m, b);
-    let rows: Vec<(String, f64, String, String)> = vec![
-        {
-            let v = ratio("pipe rps", "ours tcp", "jsonrpsee");
-            (
-                "pipelined req/s: ours tcp ÷ jsonrpsee".into(),
-                v,
-                "≥ 2×".into(),
-                goal(v, true, 2.0),
-            )
-        },
-        {
-            let v = ratio("pipe rps", "ours tcp", "tarpc");
-            (
-                "pipelined req/s: ours tcp ÷ tarpc".into(),
-                v,
-                "≥ 1.2×".into(),
-                goal(v, true, 1.2),
-            )
-        },
-        {
-            let v = ratio("pipe rps", "ours tcp", "floor tcp");
-            (
-                "pipelined req/s: ours tcp ÷ floor tcp".into(),
-                v,
-                "≥ 0.6×".into(),
-                goal(v, true, 0.6),
-            )
-        },
-        {
-            let v = ratio("pipe rps", "ours unix", "floor unix");
-            (
-                "pipelined req/s: ours unix ÷ floor unix".into(),
-                v,
-                "(≥ 0.6×)".into(),
-                goal(v, true, 0.6),
-            )
-        },
-        {
-            let v = ratio("pipe rps", "ours tls", "ours tcp");
-            (
-                "pipelined req/s: ours tls ÷ ours tcp".into(),
-                v,
-                "info".into(),
-                String::new(),
-            )
-        },
-        {
-            let v = ratio("seq p50", "ours tcp", "floor tcp");
-            (
-                "sequential p50: ours tcp ÷ floor tcp".into(),
-                v,
-                "≤ 1.3×".into(),
-                goal(v, false, 1.3),
-            )
-        },
-        {
-            let v = ratio("seq p50", "ours unix", "floor unix");
-            (
-                "sequential p50: ours unix ÷ floor unix".into(),
-                v,
-                "(≤ 1.3×)".into(),
-                goal(v, false, 1.3),
-            )
-        },
-        {
-            let v = ratio("seq p50", "ours tcp", "tarpc");
-            (
-                "sequential p50: ours tcp ÷ tarpc".into(),
-                v,
-                "info (lower is better)".into(),
-                String::new(),
-            )
-        },
-        {
-            let v = ratio("seq p50", "ours tcp", "jsonrpsee");
-            (
-                "sequential p50: ours tcp ÷ jsonrpsee".into(),
-                v,
-                "info (lower is better)".into(),
-                String::new(),
-            )
-        },
+    // (metric, ours, peer, goal column, goal to judge: at least (true) / at most (false) a value)
+    type Goal = (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        Option<(bool, f64)>,
+    );
+    let goals: [Goal; 9] = [
+        (
+            "pipe rps",
+            "ours tcp",
+            "jsonrpsee",
+            "≥ 2×",
+            Some((true, 2.0)),
+        ),
+        ("pipe rps", "ours tcp", "tarpc", "≥ 1.2×", Some((true, 1.2))),
+        (
+            "pipe rps",
+            "ours tcp",
+            "floor tcp",
+            "≥ 0.6×",
+            Some((true, 0.6)),
+        ),
+        (
+            "pipe rps",
+            "ours unix",
+            "floor unix",
+            "(≥ 0.6×)",
+            Some((true, 0.6)),
+        ),
+        ("pipe rps", "ours tls", "ours tcp", "info", None),
+        (
+            "seq p50",
+            "ours tcp",
+            "floor tcp",
+            "≤ 1.3×",
+            Some((false, 1.3)),
+        ),
+        (
+            "seq p50",
+            "ours unix",
+            "floor unix",
+            "(≤ 1.3×)",
+            Some((false, 1.3)),
+        ),
+        (
+            "seq p50",
+            "ours tcp",
+            "tarpc",
+            "info (lower is better)",
+            None,
+        ),
+        (
+            "seq p50",
+            "ours tcp",
+            "jsonrpsee",
+            "info (lower is better)",
+            None,
+        ),
     ];
-    for (label, v, g, st) in rows {
-        println!("| {label} | {} | {g} | {st} |", fmt_ratio(v));
+    for (metric, a, b, g, judge) in goals {
+        let v = ratio(metric, a, b);
+        let name = if metric == "pipe rps" {
+            "pipelined req/s"
+        } else {
+            "sequential p50"
+        };
+        let st = judge.map_or_else(String::new, |(ge, target)| goal(v, ge, target));
+        println!("| {name}: {a} ÷ {b} | {} | {g} | {st} |", fmt_ratio(v));
     }
     println!();
     println!(
