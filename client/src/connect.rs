@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use baton_protocol::handshake::{ClientHandshake, HandshakeError};
-use baton_protocol::{ClientCodec, ServerId, encode_frame};
+use baton_protocol::{ServerFrameCodec, ServerId, encode_frame};
 use futures::StreamExt;
 use tokio::io::{AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio_util::codec::FramedRead;
@@ -15,7 +15,7 @@ use crate::transport::{self, BoxStream};
 /// A connected, handshaken transport. The reader keeps any bytes that arrived with the hello.
 pub(crate) struct Connection {
     pub(crate) server_id: ServerId,
-    pub(crate) reader: FramedRead<ReadHalf<BoxStream>, ClientCodec>,
+    pub(crate) reader: FramedRead<ReadHalf<BoxStream>, ServerFrameCodec>,
     pub(crate) writer: WriteHalf<BoxStream>,
 }
 
@@ -30,7 +30,7 @@ pub(crate) async fn connect(
         let tls = tls.map(|c| (c, config.tls.server_name.as_deref()));
         let stream = transport::open(endpoint, tls, config.tcp_keepalive).await?;
         let (read, mut writer) = tokio::io::split(stream);
-        let mut reader = FramedRead::new(read, ClientCodec::new(config.max_frame_length));
+        let mut reader = FramedRead::new(read, ServerFrameCodec::new(config.max_frame_length));
         let mut handshake = ClientHandshake::new(expected.cloned());
         let hello = encode_frame(&handshake.start(), config.max_frame_length).map_err(|e| {
             ConnectError::Protocol {
@@ -45,7 +45,14 @@ pub(crate) async fn connect(
         writer.write_all(&hello).await.map_err(io_err)?;
         writer.flush().await.map_err(io_err)?;
         let first = match reader.next().await {
-            Some(Ok(msg)) => msg,
+            // The handshake judges whatever came first; an update is decoded for it (the
+            // codec validated its bytes, so this cannot fail).
+            Some(Ok(frame)) => frame.into_message().map_err(|_| ConnectError::Protocol {
+                endpoint: endpoint.clone(),
+                source: baton_protocol::DecodeError::InvalidMessage {
+                    side: baton_protocol::Side::Server,
+                },
+            })?,
             Some(Err(source)) => {
                 return Err(match source {
                     // A TLS alert or reset surfaces as I/O on the first read.

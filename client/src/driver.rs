@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use baton_protocol::chord::{ControlCall, ServiceCall};
 use baton_protocol::{
-    Cancel, ClientCodec, ClientMessage, Id, Outcome, Request, ServerId, ServerMessage,
-    SessionTarget, Target, Value, encode_frame,
+    Cancel, ClientMessage, Id, Outcome, Request, ServerFrame, ServerFrameCodec, ServerId,
+    ServerMessage, SessionTarget, Target, Value, encode_frame,
 };
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
@@ -111,7 +111,7 @@ enum Pending {
 
 /// The live transport of one connection.
 struct Live {
-    reader: FramedRead<ReadHalf<BoxStream>, ClientCodec>,
+    reader: FramedRead<ReadHalf<BoxStream>, ServerFrameCodec>,
     outbound: mpsc::Sender<Bytes>,
 }
 
@@ -194,7 +194,7 @@ impl Driver {
     fn start_writer(
         &self,
         writer: WriteHalf<BoxStream>,
-        reader: FramedRead<ReadHalf<BoxStream>, ClientCodec>,
+        reader: FramedRead<ReadHalf<BoxStream>, ServerFrameCodec>,
     ) -> Live {
         let (outbound, rx) = mpsc::channel(OUTBOUND_QUEUE);
         let cancel = self.shared.shutdown.clone();
@@ -221,7 +221,13 @@ impl Driver {
                     }
                 }
                 frame = live.reader.next() => match frame {
-                    Some(Ok(msg)) => {
+                    Some(Ok(ServerFrame::Update(update))) => {
+                        let resync = self.subs.on_update(&update.subscription_id, update.update);
+                        if let Err(e) = self.handle_resync(resync, &live).await {
+                            return e;
+                        }
+                    }
+                    Some(Ok(ServerFrame::Message(msg))) => {
                         if let Err(e) = self.handle_message(msg, &live).await {
                             return e;
                         }
@@ -455,7 +461,16 @@ impl Driver {
                 Ok(())
             }
             ServerMessage::ServiceUpdate(update) => {
-                let resync = self.subs.on_update(&update.subscription_id, update.update);
+                // The frame codec hands updates over encoded; this form only arises if a
+                // decoded message is fed in, so re-encode it (values from the wire always do).
+                let limits = baton_protocol::limits::CborLimits::for_frame_length(
+                    self.config.max_frame_length,
+                );
+                let bytes = baton_protocol::cbor::to_vec(&update.update, &limits)
+                    .map_err(|e| Ended::Lost(format!("invalid service update: {e}")))?;
+                let resync = self
+                    .subs
+                    .on_update(&update.subscription_id, Bytes::from(bytes));
                 self.handle_resync(resync, live).await
             }
             ServerMessage::Response(response) => {

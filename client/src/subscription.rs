@@ -13,6 +13,7 @@ use std::task::{Context, Poll};
 
 use baton_protocol::chord::{ChordError, ProviderUpdate, Replica, ServiceMode, StateDecoder};
 use baton_protocol::{Id, Target, Value};
+use bytes::Bytes;
 use futures::Stream;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::debug;
@@ -176,7 +177,8 @@ enum Phase {
     /// Not on the wire (waiting for a connection or an attachment).
     Idle,
     /// Subscribe sent; updates that beat the snapshot wait here, in order.
-    Subscribing { early: VecDeque<Value> },
+    /// Updates that arrived before the snapshot, still encoded.
+    Subscribing { early: VecDeque<Bytes> },
     /// Snapshot installed; updates decode and apply directly.
     Active { decoder: StateDecoder },
 }
@@ -217,15 +219,15 @@ impl Sub {
         let _ = self.events.try_send(event);
     }
 
-    fn install(&mut self, snapshot: &Value, early: VecDeque<Value>) -> Result<(), ChordError> {
+    fn install(&mut self, snapshot: &Value, early: VecDeque<Bytes>) -> Result<(), ChordError> {
         let mut decoder = StateDecoder::new();
         let snapshot = decoder.decode_snapshot(snapshot)?;
         let mut replica = Replica::new(self.service_id.clone(), self.mode);
         replica.apply_snapshot(snapshot)?;
         let mut applied = Vec::with_capacity(early.len());
         for raw in early {
-            let update = decoder.decode_update(&raw)?;
-            replica.apply_update(update.clone())?;
+            let update = Arc::new(decoder.decode_update_cbor(&raw)?);
+            replica.apply_update_ref(&update)?;
             applied.push(update);
         }
         self.view.send_replace(Arc::new(replica));
@@ -234,7 +236,7 @@ impl Sub {
         self.snapshots += 1;
         self.emit(SubscriptionEvent::Snapshot { resynced });
         for update in applied {
-            self.emit(SubscriptionEvent::Update(Arc::new(update)));
+            self.emit(SubscriptionEvent::Update(update));
         }
         Ok(())
     }
@@ -321,7 +323,7 @@ impl SubCore {
         Some((wire_id, target))
     }
 
-    pub(crate) fn on_update(&mut self, wire_id: &Id, update: Value) -> Resync {
+    pub(crate) fn on_update(&mut self, wire_id: &Id, update: Bytes) -> Resync {
         // Updates for unknown subscriptions are ignored (upstream behaviour).
         let Some(&key) = self.by_wire.get(wire_id) else {
             return Ok(Vec::new());
@@ -344,15 +346,17 @@ impl SubCore {
             Phase::Active { decoder } => {
                 // A wire form we cannot decode means the server is broken: fail the connection.
                 let decoded = decoder
-                    .decode_update(&update)
+                    .decode_update_cbor(&update)
                     .map_err(|e| format!("invalid service update for {wire_id}: {e}"))?;
+                // Applied by reference, so the event shares the update instead of a copy.
+                let decoded = Arc::new(decoded);
                 let mut outcome = Ok(());
                 sub.view.send_modify(|replica| {
-                    outcome = Arc::make_mut(replica).apply_update(decoded.clone());
+                    outcome = Arc::make_mut(replica).apply_update_ref(&decoded);
                 });
                 match outcome {
                     Ok(()) => {
-                        sub.emit(SubscriptionEvent::Update(Arc::new(decoded)));
+                        sub.emit(SubscriptionEvent::Update(decoded));
                         Ok(Vec::new())
                     }
                     Err(e) => {

@@ -47,7 +47,7 @@ pub trait WireMessage: Sized + sealed::Sealed {
     fn decode_bytes(payload: &[u8], limits: &CborLimits) -> Result<Self, DecodeError>;
 }
 
-fn payload_error(side: Side, e: PayloadError) -> DecodeError {
+pub(crate) fn payload_error(side: Side, e: PayloadError) -> DecodeError {
     match e {
         PayloadError::Cbor(source) => DecodeError::Cbor { side, source },
         PayloadError::Invalid => DecodeError::InvalidMessage { side },

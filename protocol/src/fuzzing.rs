@@ -183,6 +183,17 @@ pub fn client_message_decode(data: &[u8]) {
 /// [`message_decode`].
 pub fn server_message_decode(data: &[u8]) {
     message_decode::<ServerMessage>(data);
+    // The client's frame decoder leaves updates encoded: it must accept and refuse alike.
+    if let Some(payload) = data.get(FRAME_HEADER_LENGTH..) {
+        let limit = DEFAULT_MAX_FRAME_LENGTH;
+        let framed = crate::decode_server_frame(Bytes::copy_from_slice(payload), limit)
+            .map(|frame| frame.into_message().expect("a validated update decodes"));
+        assert_eq!(
+            framed,
+            decode_payload::<ServerMessage>(payload, limit),
+            "decode_server_frame and decode_payload disagree"
+        );
+    }
 }
 
 /// Shared body of the message targets.
@@ -286,7 +297,19 @@ pub fn cbor_value(data: &[u8]) {
         max_total_items: 16,
     };
     let tight_result = cbor::decode_value(data, &tight);
-    match cbor::decode_value(data, &limits) {
+    // `validate` reads past items without building them: it must judge exactly alike.
+    assert_eq!(
+        cbor::validate(data, &tight),
+        tight_result.as_ref().map(drop).map_err(Clone::clone),
+        "validate and decode_value disagree (tight limits)"
+    );
+    let whole_result = cbor::decode_value(data, &limits);
+    assert_eq!(
+        cbor::validate(data, &limits),
+        whole_result.as_ref().map(drop).map_err(Clone::clone),
+        "validate and decode_value disagree"
+    );
+    match whole_result {
         Ok(value) => {
             let bytes = cbor::to_vec(&value, &limits).expect("an accepted value re-encodes");
             assert!(bytes.len() <= data.len(), "re-encoding grew");
@@ -438,9 +461,12 @@ pub fn wire_ops(data: &[u8]) {
     let mut decoder = OpDecoder::new();
     let mut encoder = OpEncoder::new();
     let mut redecoder = OpDecoder::new();
+    let mut by_value = hydrated_state_decoder();
+    let mut by_bytes = by_value.clone();
     let mut state = initial.clone();
     let mut state_owned = initial;
     for batch in &batches {
+        update_bytes_agree(&mut by_value, &mut by_bytes, batch);
         let Value::Array(wire) = batch else {
             return;
         };
@@ -475,6 +501,46 @@ pub fn wire_ops(data: &[u8]) {
             return;
         }
     }
+}
+
+/// A client-side decoder hydrated with one singleton state `m` (value `null`).
+fn hydrated_state_decoder() -> chord::StateDecoder {
+    let mut decoder = chord::StateDecoder::new();
+    let snapshot = Value::from_json(
+        r#"{"serviceId":"f","mode":"singleton","instances":[{"members":[{"name":"m","kind":"state","sequence":0,"ops":[["r",null]]}]}]}"#,
+    )
+    .expect("literal");
+    decoder
+        .decode_snapshot(&snapshot)
+        .expect("a valid wire snapshot decodes");
+    decoder
+}
+
+/// `batch` as the ops of a `state` update, decoded from its `Value` and from its bytes: the
+/// results (error text included) and the decoders afterwards must be the same.
+fn update_bytes_agree(
+    by_value: &mut chord::StateDecoder,
+    by_bytes: &mut chord::StateDecoder,
+    batch: &Value,
+) {
+    let mut update = crate::Map::new();
+    update.insert("type", Value::from("state"));
+    update.insert("member", Value::from("m"));
+    update.insert("sequence", Value::from(1u8));
+    update.insert("ops", batch.clone());
+    let update = Value::Map(update);
+    let Ok(bytes) = cbor::to_vec(&update, &CborLimits::default()) else {
+        return;
+    };
+    let expected = by_value.decode_update(&update).map_err(|e| e.to_string());
+    let got = by_bytes
+        .decode_update_cbor(&bytes)
+        .map_err(|e| e.to_string());
+    assert_eq!(
+        got, expected,
+        "decode_update_cbor and decode_update disagree"
+    );
+    assert_eq!(by_bytes, by_value, "the two decoders' states differ");
 }
 
 /// Target `tracker`: the diff/apply law on two related values.

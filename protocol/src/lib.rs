@@ -15,6 +15,8 @@
 //! * [`message`]: `hello`, `request`, `cancel`, `hello_error`, `response`,
 //!   `service_update`, `attachment`.
 //! * [`codec`]: frame + CBOR + envelope in one step; incremental and tokio-util forms.
+//! * [`inbound`]: the client's read codec, which leaves `service_update` payloads encoded
+//!   for [`chord::StateDecoder::decode_update_cbor`].
 //! * [`handshake`]: sans-IO handshake machines for both ends.
 //! * [`chord`]: the service layer riding in `call`/`result`/`update`.
 //! * [`unix`]: where Unix sockets live by convention.
@@ -28,6 +30,7 @@ pub mod codec;
 pub mod frame;
 pub mod handshake;
 pub mod ids;
+pub mod inbound;
 pub mod keepalive;
 pub mod limits;
 pub mod message;
@@ -45,6 +48,7 @@ pub use codec::{
     encode_update_payload, from_value, to_value,
 };
 pub use ids::{Id, ServerId};
+pub use inbound::{EncodedServiceUpdate, ServerFrame, ServerFrameCodec, decode_server_frame};
 pub use message::{
     Cancel, ClientMessage, Outcome, Request, Response, ServerMessage, ServiceUpdate, SessionTarget,
     Target, WireError,

@@ -1,6 +1,7 @@
 //! Chord properties: the delta codec is lossless over random op streams, `diff` satisfies
 //! `apply(old, diff(old, new)) == new`, and a replica fed through the full wire path
-//! (encoder → CBOR → decoder → replica) converges to the producer's values.
+//! (encoder → CBOR → decoder → replica) converges to the producer's values. The decoder that
+//! reads updates straight from their CBOR bytes agrees with the one that reads a `Value`.
 
 #![allow(
     clippy::unwrap_used,
@@ -187,6 +188,172 @@ fn through_cbor(value: &Value) -> Value {
     decode_value(&to_vec(value, &limits).unwrap(), &limits).unwrap()
 }
 
+/// Operands a wire op might (wrongly or rightly) carry.
+fn operand() -> impl Strategy<Value = Value> {
+    prop::sample::select(vec![
+        "0",
+        "1",
+        "2",
+        "7",
+        "-1",
+        "1.5",
+        "null",
+        "true",
+        r#""""#,
+        r#""tok""#,
+        r#"["text"]"#,
+        r#"["list",0]"#,
+        "[]",
+        r#"["__proto__"]"#,
+        "[0]",
+        r#"["text","x"]"#,
+        "{}",
+        r#"[1,0]"#,
+        r#"[[1]]"#,
+    ])
+    .prop_map(|json| Value::from_json(json).unwrap())
+}
+
+/// Wire op tuples near the valid ones: known and unknown verbs, any arity, mixed operands.
+fn near_op() -> impl Strategy<Value = Value> {
+    let verb = prop::sample::select(vec!["a", "t", "d", "#", "s", "r", "p", "m", "zz", "A"])
+        .prop_map(Value::from);
+    let head = prop_oneof![10 => verb, 1 => operand()];
+    let near = (head, prop::collection::vec(operand(), 0..4)).prop_map(|(head, rest)| {
+        let mut tuple = vec![head];
+        tuple.extend(rest);
+        Value::Array(tuple)
+    });
+    // Well-formed ops against `hydrated_decoder`'s state, so whole batches often decode.
+    let valid = prop::sample::select(vec![
+        r#"["a",0,"tok"]"#,
+        r#"["a","tok"]"#,
+        r#"["a",["text"],"x"]"#,
+        r#"["a",5,"x"]"#,
+        r#"["t",0,1]"#,
+        r#"["t",2]"#,
+        r#"["d",1]"#,
+        r#"["d"]"#,
+        r##"["#",2,["text"]]"##,
+        r##"["#",0,["list",0]]"##,
+        r#"["s",0,"v"]"#,
+        r#"["s",["list",1],7]"#,
+        r#"["r",{"text":"","list":[]}]"#,
+        r#"["p",["list"],0,0,[1]]"#,
+        r#"["m",["list"],[0]]"#,
+    ])
+    .prop_map(|json| Value::from_json(json).unwrap());
+    prop_oneof![3 => valid, 1 => near]
+}
+
+/// `state` updates near the valid ones: fields missing, extra or of the wrong type.
+fn near_state_update() -> impl Strategy<Value = Value> {
+    let pick = |options: Vec<(u32, &'static str)>| {
+        prop::strategy::Union::new_weighted(
+            options
+                .into_iter()
+                .map(|(w, json)| (w, Just(json)))
+                .collect(),
+        )
+    };
+    let ty = pick(vec![(8, r#""state""#), (1, r#""unavailable""#), (1, "3")]);
+    let member = pick(vec![
+        (8, r#""left""#),
+        (1, r#""nope""#),
+        (1, r#""""#),
+        (1, "1"),
+    ]);
+    let sequence = pick(vec![
+        (4, "1"),
+        (4, "2"),
+        (1, "0"),
+        (1, "-1"),
+        (1, "1.5"),
+        (1, r#""1""#),
+    ]);
+    let ops = prop_oneof![
+        8 => prop::collection::vec(near_op(), 0..5).prop_map(Value::Array),
+        1 => operand(),
+    ];
+    let extra = prop::sample::select(vec![
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        Some(("instance", r#"{"key":"k","generation":1}"#)),
+        Some(("extra", "1")),
+    ]);
+    let drop = prop::sample::select(vec![
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        Some(0usize),
+        Some(2),
+        Some(3),
+    ]);
+    (ty, member, sequence, ops, extra, drop, any::<u64>()).prop_map(
+        |(ty, member, sequence, ops, extra, drop, order)| {
+            let mut fields = vec![
+                ("type", Value::from_json(ty).unwrap()),
+                ("member", Value::from_json(member).unwrap()),
+                ("sequence", Value::from_json(sequence).unwrap()),
+                ("ops", ops),
+            ];
+            if let Some((key, json)) = extra {
+                fields.push((key, Value::from_json(json).unwrap()));
+            }
+            if let Some(i) = drop {
+                fields.remove(i);
+            }
+            // Key order is free on the wire.
+            let n = fields.len();
+            fields.swap(0, (order % n as u64) as usize);
+            let mut map = Map::new();
+            for (key, value) in fields {
+                map.insert(key, value);
+            }
+            Value::Map(map)
+        },
+    )
+}
+
+/// A decoder hydrated with a singleton whose `left` state has path ids 0 and 1 defined.
+fn hydrated_decoder() -> StateDecoder {
+    let mut decoder = StateDecoder::new();
+    let snapshot = Value::from_json(
+        r##"{"serviceId":"svc","mode":"singleton","instances":[{"members":[
+            {"name":"left","kind":"state","sequence":1,"ops":[
+                ["r",{"text":"","list":[0]}],["#",0,["text"]],["#",1,["list",0]]]}]}]}"##,
+    )
+    .unwrap();
+    decoder.decode_snapshot(&snapshot).unwrap();
+    decoder
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn updates_decoded_from_bytes_match_updates_decoded_from_values_result_and_state(
+        updates in prop::collection::vec(near_state_update(), 1..4)
+    ) {
+        let mut by_value = hydrated_decoder();
+        let mut by_bytes = by_value.clone();
+        for update in &updates {
+            let bytes = to_vec(update, &CborLimits::default()).unwrap();
+            let expected = by_value.decode_update(update).map_err(|e| e.to_string());
+            let got = by_bytes.decode_update_cbor(&bytes).map_err(|e| e.to_string());
+            prop_assert_eq!(&got, &expected, "update {}", update.to_json());
+            prop_assert_eq!(&by_bytes, &by_value);
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -260,6 +427,9 @@ proptest! {
         let mut replica = Replica::new("svc", ServiceMode::Singleton);
         let wire = through_cbor(&encoder.encode_snapshot(&snapshot(&values, &sequences)).unwrap());
         replica.apply_snapshot(decoder.decode_snapshot(&wire).unwrap()).unwrap();
+        // The client's path: updates decoded from their bytes, applied by reference.
+        let mut byte_decoder = decoder.clone();
+        let mut byte_replica = replica.clone();
 
         for _ in 0..steps {
             let update = if rng.chance(10) {
@@ -288,7 +458,14 @@ proptest! {
             let wire = through_cbor(&encoder.encode_update(&update).unwrap());
             let decoded = decoder.decode_update(&wire).unwrap();
             prop_assert_eq!(&decoded, &update);
+            let from_bytes = byte_decoder
+                .decode_update_cbor(&to_vec(&wire, &CborLimits::default()).unwrap())
+                .unwrap();
+            prop_assert_eq!(&from_bytes, &update);
+            prop_assert_eq!(&byte_decoder, &decoder);
+            byte_replica.apply_update_ref(&from_bytes).unwrap();
             replica.apply_update(decoded).unwrap();
+            prop_assert_eq!(&byte_replica, &replica);
             for (member, name) in names.iter().enumerate() {
                 prop_assert_eq!(replica.value(None, name), Some(&values[member]));
                 prop_assert_eq!(replica.sequence(None, name), Some(sequences[member]));

@@ -1,12 +1,17 @@
 //! Differential tests: the in-place envelope decoder must agree exactly (message or error
-//! text) with the reference path that decodes a `Value` first and then parses the envelope.
+//! text) with the reference path that decodes a `Value` first and then parses the envelope;
+//! so must the client's frame decoder, which leaves updates encoded, and `cbor::validate`,
+//! which reads past items without building them.
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-use baton_protocol::cbor::to_vec;
+use baton_protocol::cbor::{decode_value, to_vec, validate};
 use baton_protocol::codec::{WireMessage, decode_payload_via_value};
 use baton_protocol::limits::CborLimits;
-use baton_protocol::{ClientMessage, Map, ServerMessage, Value, decode_payload};
+use baton_protocol::{
+    ClientMessage, Map, ServerMessage, Value, decode_payload, decode_server_frame,
+};
+use bytes::Bytes;
 use proptest::prelude::*;
 
 fn agree<M: WireMessage + PartialEq + std::fmt::Debug>(bytes: &[u8], max: u32) {
@@ -15,12 +20,32 @@ fn agree<M: WireMessage + PartialEq + std::fmt::Debug>(bytes: &[u8], max: u32) {
     assert_eq!(fast, slow, "payload {bytes:02x?}");
 }
 
+/// The client's frame decoder against the reference, and `validate` against `decode_value`.
+fn frame_and_validate_agree(bytes: &[u8], max: u32) {
+    let framed = decode_server_frame(Bytes::copy_from_slice(bytes), max)
+        .map(|frame| frame.into_message().unwrap())
+        .map_err(|e| e.to_string());
+    let reference =
+        decode_payload_via_value::<ServerMessage>(bytes, max).map_err(|e| e.to_string());
+    assert_eq!(framed, reference, "payload {bytes:02x?}");
+    let limits = CborLimits::for_frame_length(max);
+    assert_eq!(
+        validate(bytes, &limits).map_err(|e| e.to_string()),
+        decode_value(bytes, &limits)
+            .map(drop)
+            .map_err(|e| e.to_string()),
+        "payload {bytes:02x?}"
+    );
+}
+
 fn both(bytes: &[u8]) {
     agree::<ClientMessage>(bytes, u32::MAX);
     agree::<ServerMessage>(bytes, u32::MAX);
+    frame_and_validate_agree(bytes, u32::MAX);
     // A tight limit exercises the length checks on both paths.
     agree::<ClientMessage>(bytes, 16);
     agree::<ServerMessage>(bytes, 16);
+    frame_and_validate_agree(bytes, 16);
 }
 
 const UUID: &str = "00000000-0000-4000-8000-000000000001";
@@ -292,4 +317,22 @@ fn duplicate_envelope_keys_are_cbor_errors_on_both_paths() {
             .collect();
         both(&bytes);
     }
+}
+
+#[test]
+fn integers_at_the_edge_of_the_safe_range_are_judged_alike_by_every_reader() {
+    let edges: [&[u8]; 6] = [
+        &[0x1b, 0x00, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], // 2^53 − 1
+        &[0x1b, 0x00, 0x20, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // 2^53
+        &[0x3b, 0x00, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe], // −(2^53 − 1)
+        &[0x3b, 0x00, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], // −2^53
+        &[0x3b, 0x00, 0x20, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // −2^53 − 1
+        &[0x81, 0x3b, 0x00, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], // [−2^53]
+    ];
+    for bytes in edges {
+        both(bytes);
+    }
+    let limits = CborLimits::default();
+    assert!(validate(edges[0], &limits).is_ok());
+    assert!(validate(edges[3], &limits).is_err());
 }

@@ -33,18 +33,23 @@ pub fn decode_value(bytes: &[u8], limits: &CborLimits) -> Result<Value, ValueDec
     Ok(value)
 }
 
-/// Checks that `bytes` is exactly one valid item under the profile, without building it.
+/// Checks that `bytes` is exactly one valid item under the profile, without building it
+/// (nothing is allocated except a key set for maps of more than 16 entries).
 ///
 /// # Errors
 /// As [`decode_value`].
 pub fn validate(bytes: &[u8], limits: &CborLimits) -> Result<(), ValueDecodeError> {
-    decode_value(bytes, limits).map(drop)
+    let mut d = Reader::new(bytes, limits)?;
+    d.skip(0)?;
+    d.finish()
 }
 
 const SAFE_HIGH_WORD_MAX: u64 = 0x1f_ffff;
 
 /// A cursor over one CBOR payload. The envelope decoder drives it directly so envelope keys
-/// and short strings are read in place instead of being allocated.
+/// and short strings are read in place instead of being allocated. Cloning it saves a
+/// position to come back to.
+#[derive(Clone)]
 pub(crate) struct Reader<'a, 'l> {
     buf: &'a [u8],
     pos: usize,
@@ -103,7 +108,12 @@ impl<'a, 'l> Reader<'a, 'l> {
         Ok(())
     }
 
-    fn peek_major(&self) -> Result<u8, CborError> {
+    /// Bytes consumed so far.
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
+    pub(crate) fn peek_major(&self) -> Result<u8, CborError> {
         self.buf
             .get(self.pos)
             .map(|h| h >> 5)
@@ -135,6 +145,31 @@ impl<'a, 'l> Reader<'a, 'l> {
         let head = self.byte()?;
         let len = self.argument(head & 0x1f, 3)?;
         self.text(len).map(Some)
+    }
+
+    /// If the next item is an array, consumes its head and returns its length; otherwise
+    /// consumes nothing.
+    pub(crate) fn array_len(&mut self, depth: u32) -> Result<Option<usize>, CborError> {
+        self.check_depth(depth)?;
+        if self.peek_major()? != 4 {
+            return Ok(None);
+        }
+        self.count()?;
+        let head = self.byte()?;
+        let len = self.argument(head & 0x1f, 4)?;
+        self.container_len(len, ContainerKind::Array).map(Some)
+    }
+
+    /// If the next item is an unsigned integer, consumes it and returns it (at most
+    /// 2^53 − 1, as the profile requires); otherwise consumes nothing.
+    pub(crate) fn unsigned(&mut self, depth: u32) -> Result<Option<u64>, CborError> {
+        self.check_depth(depth)?;
+        if self.peek_major()? != 0 {
+            return Ok(None);
+        }
+        self.count()?;
+        let head = self.byte()?;
+        self.argument(head & 0x1f, 0).map(Some)
     }
 
     /// The next item as a boolean if it is one; any other item is decoded and yields `None`.
@@ -227,7 +262,7 @@ impl<'a, 'l> Reader<'a, 'l> {
         usize::try_from(len).map_err(|_| CborError::Truncated)
     }
 
-    fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
@@ -282,6 +317,85 @@ impl<'a, 'l> Reader<'a, 'l> {
             6 => Err(CborError::Tag),
             _ => self.simple(ai),
         }
+    }
+
+    /// Reads past the next item exactly as [`item`](Self::item) would (same checks, same
+    /// errors, same item count) without building a [`Value`].
+    pub(crate) fn skip(&mut self, depth: u32) -> Result<(), CborError> {
+        self.check_depth(depth)?;
+        let head = self.byte()?;
+        self.count()?;
+        let major = head >> 5;
+        let ai = head & 0x1f;
+        match major {
+            // The same conversions as `item`, so the same range errors, minus the `Value`.
+            0 => {
+                let v = self.argument(ai, major)?;
+                let v = i64::try_from(v).map_err(|_| CborError::ArgumentOutOfSafeRange)?;
+                Number::from_i64(v)
+                    .map(drop)
+                    .map_err(|_| CborError::IntegerOutOfSafeRange)
+            }
+            1 => {
+                let arg = self.argument(ai, major)?;
+                let arg = i64::try_from(arg).map_err(|_| CborError::IntegerOutOfSafeRange)?;
+                Number::from_i64(-1 - arg)
+                    .map(drop)
+                    .map_err(|_| CborError::IntegerOutOfSafeRange)
+            }
+            2 => {
+                let len = self.argument(ai, major)?;
+                self.string_bytes(len, StringKind::Bytes)?;
+                self.saw_bytes = true;
+                Ok(())
+            }
+            3 => {
+                let len = self.argument(ai, major)?;
+                self.text(len).map(drop)
+            }
+            4 => {
+                let len = self.argument(ai, major)?;
+                let len = self.container_len(len, ContainerKind::Array)?;
+                for _ in 0..len {
+                    self.skip(depth + 1)?;
+                }
+                Ok(())
+            }
+            5 => {
+                let len = self.argument(ai, major)?;
+                let len = self.container_len(len, ContainerKind::Map)?;
+                self.skip_map(len, depth)
+            }
+            6 => Err(CborError::Tag),
+            _ => self.simple(ai).map(drop),
+        }
+    }
+
+    fn skip_map(&mut self, len: usize, depth: u32) -> Result<(), CborError> {
+        // As in `map`: small maps scan the keys seen so far (here on the stack), large ones
+        // hash them.
+        const SMALL: usize = 16;
+        let mut small: [&'a str; SMALL] = [""; SMALL];
+        let mut seen: Option<HashSet<&'a str>> = (len > SMALL).then(HashSet::new);
+        for i in 0..len {
+            let key = self.key(depth + 1)?;
+            let duplicate = match &mut seen {
+                Some(set) => !set.insert(key),
+                None => {
+                    let earlier = small.get(..i).unwrap_or_default();
+                    let duplicate = earlier.contains(&key);
+                    if let Some(slot) = small.get_mut(i) {
+                        *slot = key;
+                    }
+                    duplicate
+                }
+            };
+            if duplicate {
+                return Err(CborError::DuplicateKey);
+            }
+            self.skip(depth + 1)?;
+        }
+        Ok(())
     }
 
     fn map(&mut self, len: usize, depth: u32) -> Result<Value, CborError> {

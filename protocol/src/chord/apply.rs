@@ -33,7 +33,7 @@ use crate::value::Value;
 /// A validation error, `unresolvable path: …` or `unsafe path segment: …`. The value may
 /// already hold the effect of the ops before the failing one.
 pub fn apply(root: &mut Value, ops: &[Op]) -> Result<(), ChordError> {
-    ops.iter().try_for_each(|op| apply_op(root, op.clone()))
+    ops.iter().try_for_each(|op| apply_op_ref(root, op))
 }
 
 /// Like [`apply`], moving payloads out of the ops instead of cloning them.
@@ -42,6 +42,28 @@ pub fn apply(root: &mut Value, ops: &[Op]) -> Result<(), ChordError> {
 /// As [`apply`].
 pub fn apply_owned(root: &mut Value, ops: Vec<Op>) -> Result<(), ChordError> {
     ops.into_iter().try_for_each(|op| apply_op(root, op))
+}
+
+/// Applies one borrowed op: `d`, `a` and `t` (a streamed reply) run without copying the op;
+/// the others clone it, since their payload moves into the value.
+fn apply_op_ref(root: &mut Value, op: &Op) -> Result<(), ChordError> {
+    match op {
+        Op::Delete { path } => {
+            op.validate()?;
+            edit(root, path, Leaf::Delete)
+        }
+        Op::Append { path, text } => {
+            op.validate()?;
+            edit(root, path, Leaf::Append(text))
+        }
+        Op::Truncate { path, count } => {
+            op.validate()?;
+            edit(root, path, Leaf::Truncate(*count))
+        }
+        Op::Replace(_) | Op::Set { .. } | Op::Splice { .. } | Op::Permute { .. } => {
+            apply_op(root, op.clone())
+        }
+    }
 }
 
 /// Applies one op.
@@ -79,21 +101,21 @@ fn apply_op(root: &mut Value, op: Op) -> Result<(), ChordError> {
         }
         Op::Set { path, value } => edit(root, &path, Leaf::Set(value)),
         Op::Delete { path } => edit(root, &path, Leaf::Delete),
-        Op::Append { path, text } => edit(root, &path, Leaf::Append(text)),
+        Op::Append { path, text } => edit(root, &path, Leaf::Append(&text)),
         Op::Truncate { path, count } => edit(root, &path, Leaf::Truncate(count)),
     }
 }
 
 /// What `s d a t` do to the addressed slot.
-enum Leaf {
+enum Leaf<'a> {
     Set(Value),
     Delete,
-    Append(String),
+    Append(&'a str),
     Truncate(u64),
 }
 
 /// Applies a leaf edit: resolves the parent, then writes `parent[key]`.
-fn edit(root: &mut Value, path: &[PathSegment], leaf: Leaf) -> Result<(), ChordError> {
+fn edit(root: &mut Value, path: &[PathSegment], leaf: Leaf<'_>) -> Result<(), ChordError> {
     let Some((key, parent_path)) = path.split_last() else {
         // Validation guarantees a non-empty path; keep the upstream message regardless.
         return Err(unresolvable(path));
@@ -124,9 +146,7 @@ fn edit(root: &mut Value, path: &[PathSegment], leaf: Leaf) -> Result<(), ChordE
                     array.remove(index);
                     Ok(())
                 }
-                Leaf::Append(text) => {
-                    edit_string(array.get_mut(index), path, |s| s.push_str(&text))
-                }
+                Leaf::Append(text) => edit_string(array.get_mut(index), path, |s| s.push_str(text)),
                 Leaf::Truncate(count) => edit_string(array.get_mut(index), path, |s| {
                     *s = drop_front_utf16(s, count);
                 }),
@@ -143,7 +163,7 @@ fn edit(root: &mut Value, path: &[PathSegment], leaf: Leaf) -> Result<(), ChordE
                     map.remove(&key);
                     Ok(())
                 }
-                Leaf::Append(text) => edit_string(map.get_mut(&key), path, |s| s.push_str(&text)),
+                Leaf::Append(text) => edit_string(map.get_mut(&key), path, |s| s.push_str(text)),
                 Leaf::Truncate(count) => edit_string(map.get_mut(&key), path, |s| {
                     *s = drop_front_utf16(s, count);
                 }),

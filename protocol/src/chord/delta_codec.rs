@@ -148,61 +148,94 @@ impl OpDecoder {
         self.decode_iter(wire)
     }
 
-    /// [`OpDecoder::decode`] over borrowed tuples.
+    /// [`OpDecoder::decode`] over borrowed tuples, validating each as it goes.
     pub(crate) fn decode_iter<'a>(
         &mut self,
         wire: impl IntoIterator<Item = &'a Value>,
     ) -> Result<Vec<Op>, ChordError> {
         let wire = wire.into_iter();
         let mut out = Vec::with_capacity(wire.size_hint().0);
-        let mut previous: Option<Path> = None;
+        let mut previous: Option<usize> = None;
         for tuple in wire {
-            let (at, build): (Ref, Build<'_>) = match WireOp::parse(tuple)? {
-                WireOp::Define { id, path } => {
-                    // Redefinition is allowed; a definition is not a "previous path".
-                    self.paths.insert(id, path);
-                    continue;
-                }
-                WireOp::Replace(value) => {
-                    out.push(Op::Replace(value.clone()));
-                    self.paths.clear();
-                    previous = None;
-                    continue;
-                }
-                WireOp::Set { at, value } => (at, Build::Set(value)),
-                WireOp::Delete { at } => (at, Build::Delete),
-                WireOp::Append { at, text } => (at, Build::Append(text)),
-                WireOp::Truncate { at, count } => (at, Build::Truncate(count)),
-                WireOp::Splice {
-                    at,
-                    index,
-                    remove,
-                    items,
-                } => (at, Build::Splice(index, remove, items)),
-                WireOp::Permute { at, permutation } => (at, Build::Permute(permutation)),
-            };
-            let path = match at {
-                Ref::Previous => previous.clone().ok_or_else(|| unresolvable(&[]))?,
-                Ref::Id(id) => {
-                    let path = self
-                        .paths
-                        .get(&id)
-                        .cloned()
-                        .ok_or_else(|| ChordError::UnresolvablePath(id.to_string()))?;
-                    previous = Some(path.clone());
-                    path
-                }
-                Ref::Inline(path) => {
-                    previous = Some(path.clone());
-                    path
-                }
-            };
-            if path.is_empty() && !matches!(build, Build::Splice(..) | Build::Permute(_)) {
-                return Err(unresolvable(&path));
-            }
-            out.push(build.finish(path));
+            self.decode_op(WireOp::parse(tuple)?, &mut previous, &mut out)?;
         }
         Ok(out)
+    }
+
+    /// Decodes one batch of ops that were all validated already (by the snapshot and update
+    /// parsers, which check a whole batch before any of it is decoded, as upstream does).
+    pub(crate) fn decode_parsed<'a>(
+        &mut self,
+        wire: impl IntoIterator<Item = WireOp<'a>>,
+    ) -> Result<Vec<Op>, ChordError> {
+        let wire = wire.into_iter();
+        let mut out = Vec::with_capacity(wire.size_hint().0);
+        let mut previous: Option<usize> = None;
+        for op in wire {
+            self.decode_op(op, &mut previous, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// Resolves one op's path against the dictionary and the batch's previous path.
+    fn decode_op(
+        &mut self,
+        op: WireOp<'_>,
+        previous: &mut Option<usize>,
+        out: &mut Vec<Op>,
+    ) -> Result<(), ChordError> {
+        let (at, build): (Ref, Build<'_>) = match op {
+            WireOp::Define { id, path } => {
+                // Redefinition is allowed; a definition is not a "previous path".
+                self.paths.insert(id, path);
+                return Ok(());
+            }
+            WireOp::Replace(value) => {
+                out.push(Op::Replace(value.clone()));
+                self.paths.clear();
+                *previous = None;
+                return Ok(());
+            }
+            WireOp::Set { at, value } => (at, Build::Set(value)),
+            WireOp::Delete { at } => (at, Build::Delete),
+            WireOp::Append { at, text } => (at, Build::Append(text)),
+            WireOp::Truncate { at, count } => (at, Build::Truncate(count)),
+            WireOp::Splice {
+                at,
+                index,
+                remove,
+                items,
+            } => (at, Build::Splice(index, remove, items)),
+            WireOp::Permute { at, permutation } => (at, Build::Permute(permutation)),
+        };
+        // The previous path is the path of the last op pushed that named one (by id or
+        // inline); it is read back from that op rather than kept as a second copy.
+        let path = match at {
+            Ref::Previous => previous
+                .and_then(|i| out.get(i))
+                .and_then(Op::path)
+                .cloned()
+                .ok_or_else(|| unresolvable(&[]))?,
+            Ref::Id(id) => {
+                *previous = None;
+                self.paths
+                    .get(&id)
+                    .cloned()
+                    .ok_or_else(|| ChordError::UnresolvablePath(id.to_string()))?
+            }
+            Ref::Inline(path) => {
+                *previous = None;
+                path
+            }
+        };
+        if path.is_empty() && !matches!(build, Build::Splice(..) | Build::Permute(_)) {
+            return Err(unresolvable(&path));
+        }
+        if previous.is_none() {
+            *previous = Some(out.len());
+        }
+        out.push(build.finish(path));
+        Ok(())
     }
 }
 

@@ -159,6 +159,10 @@ pub enum ChordError {
     /// A service value with the wrong shape: `Invalid <subject>`.
     #[error("Invalid {0}")]
     Invalid(Subject),
+    /// Encoded update bytes that are not one item of the CBOR profile (baton's; only for
+    /// bytes that did not come through the frame decoder, which validates them).
+    #[error(transparent)]
+    Cbor(#[from] crate::cbor::ValueDecodeError),
     /// A `reset` update whose state members do not each carry exactly one `r` op.
     #[error("Service reset must contain full root replacements")]
     ResetNotRootReplacements,

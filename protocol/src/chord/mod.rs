@@ -42,6 +42,7 @@ mod snapshot;
 mod state_codec;
 mod tracker;
 mod update;
+mod update_cbor;
 mod utf16;
 mod wire_op;
 

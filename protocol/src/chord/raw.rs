@@ -243,21 +243,18 @@ impl<'a> OpGrammar<'a> for Decoded {
     }
 }
 
-/// The wire grammar: `assertValidWireOp`, keeping the borrowed tuple for the decoder.
+/// The wire grammar: `assertValidWireOp`, keeping each tuple's validated view for the decoder.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Wire;
 
 impl<'a> OpGrammar<'a> for Wire {
-    type Op = &'a Value;
+    type Op = crate::chord::wire_op::WireOp<'a>;
 
     fn parse(&self, op: &'a Value) -> Result<Self::Op, ChordError> {
-        crate::chord::wire_op::validate_wire_op(op).map(|()| op)
+        crate::chord::wire_op::WireOp::parse(op)
     }
 
     fn is_replace(&self, op: &Self::Op) -> bool {
-        op.as_array()
-            .and_then(|t| t.first())
-            .and_then(Value::as_str)
-            == Some("r")
+        matches!(op, crate::chord::wire_op::WireOp::Replace(_))
     }
 }

@@ -28,7 +28,7 @@
 use std::collections::HashSet;
 
 use crate::chord::address::InstanceAddress;
-use crate::chord::apply::apply_owned;
+use crate::chord::apply::{apply, apply_owned};
 use crate::chord::error::ChordError;
 use crate::chord::mode::ServiceMode;
 use crate::chord::op::Op;
@@ -60,7 +60,7 @@ impl StateReplica {
         self.current.as_ref().map(|(sequence, _)| *sequence)
     }
 
-    fn update(&mut self, sequence: u64, ops: Vec<Op>) -> Result<(), ChordError> {
+    fn update(&mut self, sequence: u64, ops: Ops<'_>) -> Result<(), ChordError> {
         let Some((last, value)) = &mut self.current else {
             return Err(ChordError::NotHydrated);
         };
@@ -68,13 +68,23 @@ impl StateReplica {
             self.current = None;
             return Err(ChordError::SequenceGap);
         }
-        if let Err(error) = apply_owned(value, ops) {
+        let applied = match ops {
+            Ops::Owned(ops) => apply_owned(value, ops),
+            Ops::Borrowed(ops) => apply(value, ops),
+        };
+        if let Err(error) = applied {
             self.current = None;
             return Err(error);
         }
         *last = sequence;
         Ok(())
     }
+}
+
+/// A batch to apply: moved in, or borrowed from an update someone else keeps.
+enum Ops<'a> {
+    Owned(Vec<Op>),
+    Borrowed(&'a [Op]),
 }
 
 /// One service instance as the client sees it.
@@ -190,7 +200,7 @@ impl InstanceReplica {
         service_id: &str,
         member: &str,
         sequence: u64,
-        ops: Vec<Op>,
+        ops: Ops<'_>,
     ) -> Result<(), ChordError> {
         let state = match self.kind(member) {
             Some(MemberKind::State) => self.states.iter_mut().find(|state| state.name == member),
@@ -321,6 +331,47 @@ impl Replica {
         }
     }
 
+    /// [`apply_update`](Self::apply_update) without taking the update, for a caller that
+    /// also hands it on (a client's subscription events): a `state` batch is applied from
+    /// the borrowed ops (appends are not even copied); any other update is cloned.
+    ///
+    /// # Errors
+    /// As [`apply_update`](Self::apply_update).
+    pub fn apply_update_ref(&mut self, update: &ProviderUpdate) -> Result<(), ChordError> {
+        let ProviderUpdate::State {
+            instance,
+            member,
+            sequence,
+            ops,
+        } = update
+        else {
+            return self.apply_update(update.clone());
+        };
+        if !self.hydrated {
+            return Err(ChordError::NotHydrated);
+        }
+        let ops = Ops::Borrowed(ops);
+        // The same dispatch as `apply_singleton` and `apply_keyed` for `state`.
+        match (self.mode, instance) {
+            (ServiceMode::Singleton, None) => match self.instances.first_mut() {
+                Some(live) => live.update(&self.service_id, member, *sequence, ops),
+                None => Err(ChordError::InvalidSingletonSnapshot(
+                    self.service_id.clone(),
+                )),
+            },
+            (ServiceMode::Singleton, Some(_)) => Ok(()),
+            (ServiceMode::Keyed, None) => Err(ChordError::KeyedStateWithoutAddress),
+            (ServiceMode::Keyed, Some(address)) => match self
+                .instances
+                .iter_mut()
+                .find(|live| live.address.as_ref() == Some(address))
+            {
+                Some(live) => live.update(&self.service_id, member, *sequence, ops),
+                None => Ok(()),
+            },
+        }
+    }
+
     fn singleton(&mut self) -> Result<&mut InstanceReplica, ChordError> {
         self.instances
             .first_mut()
@@ -348,7 +399,7 @@ impl Replica {
             } => {
                 let service_id = self.service_id.clone();
                 self.singleton()?
-                    .update(&service_id, &member, sequence, ops)
+                    .update(&service_id, &member, sequence, Ops::Owned(ops))
             }
             ProviderUpdate::State {
                 instance: Some(_), ..
@@ -394,7 +445,7 @@ impl Replica {
                     .iter_mut()
                     .find(|live| live.address.as_ref() == Some(&address))
                 {
-                    Some(live) => live.update(&self.service_id, &member, sequence, ops),
+                    Some(live) => live.update(&self.service_id, &member, sequence, Ops::Owned(ops)),
                     // Unknown key or stale generation: ignored.
                     None => Ok(()),
                 }

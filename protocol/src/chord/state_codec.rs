@@ -28,6 +28,9 @@ use crate::chord::raw::{
 };
 use crate::chord::snapshot::{InstanceSnapshot, SubscriptionSnapshot};
 use crate::chord::update::{ProviderUpdate, state_update_value};
+use crate::chord::update_cbor::parse_state_update;
+use crate::chord::wire_op::WireOp;
+use crate::inbound::VALIDATED;
 use crate::value::Value;
 
 /// Codecs keyed by instance address (absent for a singleton), then member name.
@@ -274,7 +277,10 @@ impl StateDecoder {
                 sequence,
                 ops,
             } => {
-                let ops = self.codecs.get_mut(&instance, &member)?.decode_iter(ops)?;
+                let ops = self
+                    .codecs
+                    .get_mut(&instance, &member)?
+                    .decode_parsed(ops)?;
                 ProviderUpdate::State {
                     instance,
                     member,
@@ -313,9 +319,37 @@ impl StateDecoder {
     }
 }
 
+impl StateDecoder {
+    /// [`decode_update`](Self::decode_update) from the update's CBOR bytes, as
+    /// [`ServerFrameCodec`](crate::ServerFrameCodec) hands them over: the same result, the
+    /// same errors and the same codec state afterwards, but a singleton `state` batch of
+    /// `a`/`t`/`d` ops is read in place instead of through a [`Value`].
+    ///
+    /// # Errors
+    /// As [`decode_update`](Self::decode_update), plus [`ChordError::Cbor`] for bytes that are
+    /// not one valid CBOR item (never the case for bytes from the frame codec).
+    pub fn decode_update_cbor(&mut self, bytes: &[u8]) -> Result<ProviderUpdate, ChordError> {
+        let mut arena = Vec::new();
+        if let Some(update) = parse_state_update(bytes, &mut arena) {
+            let ops = self
+                .codecs
+                .get_mut(&None, update.member)?
+                .decode_parsed(update.ops)?;
+            return Ok(ProviderUpdate::State {
+                instance: None,
+                member: update.member.to_owned(),
+                sequence: update.sequence,
+                ops,
+            });
+        }
+        let value = crate::cbor::decode_value(bytes, &VALIDATED)?;
+        self.decode_update(&value)
+    }
+}
+
 fn decode_subscription(
     codecs: &mut Registry<OpDecoder>,
-    raw: RawSubscription<&Value>,
+    raw: RawSubscription<WireOp<'_>>,
 ) -> Result<RawSubscription<Op>, ChordError> {
     Ok(RawSubscription {
         service_id: raw.service_id,
@@ -331,7 +365,7 @@ fn decode_subscription(
 /// Adds a codec per state member (upstream `codecs.add`) and decodes its ops with it.
 fn decode_instance(
     codecs: &mut Registry<OpDecoder>,
-    raw: RawInstance<&Value>,
+    raw: RawInstance<WireOp<'_>>,
 ) -> Result<RawInstance<Op>, ChordError> {
     let mut members = Vec::with_capacity(raw.members.len());
     for member in raw.members {
@@ -342,7 +376,7 @@ fn decode_instance(
                 sequence,
                 ops,
             } => {
-                let ops = codecs.add(&raw.instance, &name)?.decode_iter(ops)?;
+                let ops = codecs.add(&raw.instance, &name)?.decode_parsed(ops)?;
                 RawMember::State {
                     name,
                     sequence,

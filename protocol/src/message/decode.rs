@@ -241,6 +241,41 @@ pub(crate) fn decode_server(
     bytes: &[u8],
     limits: &CborLimits,
 ) -> Result<ServerMessage, PayloadError> {
+    match decode_server_as(bytes, limits, UpdateForm::Value)? {
+        ServerPayload::Message(m) => Ok(m),
+        // Only asked for with `UpdateForm::Encoded`.
+        ServerPayload::EncodedUpdate { .. } => Err(PayloadError::Invalid),
+    }
+}
+
+/// How [`decode_server_as`] returns a `service_update`'s `update`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UpdateForm {
+    /// Decoded into a [`Value`] inside [`ServerMessage::ServiceUpdate`].
+    Value,
+    /// Validated in place (same checks, same errors) and returned as a byte range of the
+    /// payload, for a decoder that reads it without building a [`Value`].
+    Encoded,
+}
+
+/// A decoded server payload.
+#[derive(Debug)]
+pub(crate) enum ServerPayload {
+    Message(ServerMessage),
+    /// A `service_update` whose update is `payload[update]` (only with `UpdateForm::Encoded`).
+    EncodedUpdate {
+        subscription_id: Id,
+        update: std::ops::Range<usize>,
+    },
+}
+
+/// [`decode_server`] with a choice of update form. Every other message, and every error,
+/// is the same for both forms.
+pub(crate) fn decode_server_as(
+    bytes: &[u8],
+    limits: &CborLimits,
+    form: UpdateForm,
+) -> Result<ServerPayload, PayloadError> {
     use server_keys::{
         ATTACHMENT, ERROR, ID, OK, RESULT, SERVER_ID, SUBSCRIPTION_ID, TYPE, UPDATE, VERSION,
     };
@@ -261,6 +296,7 @@ pub(crate) fn decode_server(
     let mut result = None;
     let mut subscription_id = None;
     let mut update = None;
+    let mut update_span = None;
     let mut attachment = None;
     for _ in 0..len {
         match r.key(1)? {
@@ -302,7 +338,14 @@ pub(crate) fn decode_server(
             }
             "update" => {
                 seen.known(UPDATE)?;
-                update = Some(r.item(1)?);
+                match form {
+                    UpdateForm::Value => update = Some(r.item(1)?),
+                    UpdateForm::Encoded => {
+                        let start = r.position();
+                        r.skip(1)?;
+                        update_span = Some(start..r.position());
+                    }
+                }
             }
             "attachment" => {
                 seen.known(ATTACHMENT)?;
@@ -323,7 +366,7 @@ pub(crate) fn decode_server(
         e.ok_or(PayloadError::Invalid)
             .and_then(|e| WireError::parse(e).map_err(|_| PayloadError::Invalid))
     };
-    match (ty, seen.known) {
+    let message = match (ty, seen.known) {
         (Some("hello"), k) if k == TYPE | VERSION | SERVER_ID => {
             if version.as_ref().and_then(Value::as_u64) != Some(crate::version::PROTOCOL_VERSION) {
                 return Err(PayloadError::Invalid);
@@ -352,8 +395,15 @@ pub(crate) fn decode_server(
             }))
         }
         (Some("service_update"), k) if k == TYPE | SUBSCRIPTION_ID | UPDATE => {
+            let subscription_id = id(subscription_id)?;
+            if let Some(span) = update_span {
+                return Ok(ServerPayload::EncodedUpdate {
+                    subscription_id,
+                    update: span,
+                });
+            }
             Ok(ServerMessage::ServiceUpdate(ServiceUpdate {
-                subscription_id: id(subscription_id)?,
+                subscription_id,
                 update: update.ok_or(PayloadError::Invalid)?,
             }))
         }
@@ -365,5 +415,6 @@ pub(crate) fn decode_server(
             None => Err(PayloadError::Invalid),
         },
         _ => Err(PayloadError::Invalid),
-    }
+    };
+    message.map(ServerPayload::Message)
 }

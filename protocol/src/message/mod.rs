@@ -14,5 +14,7 @@ pub use client::{Cancel, ClientMessage, Request};
 pub use server::{Outcome, Response, ServerMessage, ServiceUpdate, WireError};
 pub use target::{SessionTarget, Target};
 
-pub(crate) use decode::{PayloadError, decode_client, decode_server};
+pub(crate) use decode::{
+    PayloadError, ServerPayload, UpdateForm, decode_client, decode_server, decode_server_as,
+};
 pub(crate) use parse::Invalid;
