@@ -4,7 +4,10 @@
 use std::time::Instant;
 
 use baton_protocol::chord::{Op, ProviderUpdate, Replica, ServiceMode, StateDecoder, StateEncoder};
-use baton_protocol::{Id, Map, ServerMessage, ServiceUpdate, Value, decode_payload, encode_frame};
+use baton_protocol::{
+    Id, Map, ServerFrame, ServerMessage, ServiceUpdate, Value, decode_payload, decode_server_frame,
+    encode_frame,
+};
 
 use crate::ours::{append_update, reply_snapshot};
 use crate::util::Plan;
@@ -18,6 +21,9 @@ pub struct RebuildResult {
     pub apply_ops_per_sec: f64,
     /// Frame → `decode_payload` → `StateDecoder::decode_update` → `apply_update`, ops/s.
     pub frame_ops_per_sec: f64,
+    /// Frame → `decode_server_frame` → `StateDecoder::decode_update_cbor` →
+    /// `apply_update_ref` (what `baton_client` does), ops/s.
+    pub client_ops_per_sec: f64,
     /// Tokens in the streamed reply.
     pub tokens: usize,
     /// Bytes of the append frames.
@@ -101,6 +107,24 @@ pub fn run(plan: &Plan) -> RebuildResult {
         replica.apply_update(update).expect("apply");
     }
     r.frame_ops_per_sec = frames_n as f64 / t.elapsed().as_secs_f64();
+
+    // 2b. the client's path: the update stays encoded until the state decoder reads it in
+    // place, and the replica applies it by reference (the event keeps the update).
+    let mut dec = StateDecoder::new();
+    let mut replica = Replica::new("bench.stream.r", ServiceMode::Singleton);
+    replica
+        .apply_snapshot(dec.decode_snapshot(&wire_snap).expect("decode snapshot"))
+        .expect("apply snapshot");
+    let t = Instant::now();
+    for f in &frames {
+        let frame = decode_server_frame(f.slice(4..), MAX_FRAME).expect("decode");
+        let ServerFrame::Update(u) = frame else {
+            panic!("not an update")
+        };
+        let update = std::sync::Arc::new(dec.decode_update_cbor(&u.update).expect("decode update"));
+        replica.apply_update_ref(&update).expect("apply");
+    }
+    r.client_ops_per_sec = frames_n as f64 / t.elapsed().as_secs_f64();
 
     // 3. wire bytes for a 2,000-token reply.
     r.tokens = 2_000;
