@@ -70,6 +70,16 @@ fn token(i: usize) -> &'static str {
     WORDS[(i * 7 + i / 16) % WORDS.len()]
 }
 
+/// A client decoder and replica that have taken the wire snapshot.
+fn hydrated(wire_snap: &Value) -> (StateDecoder, Replica) {
+    let mut dec = StateDecoder::new();
+    let mut replica = Replica::new("bench.stream.r", ServiceMode::Singleton);
+    replica
+        .apply_snapshot(dec.decode_snapshot(wire_snap).expect("decode snapshot"))
+        .expect("apply snapshot");
+    (dec, replica)
+}
+
 /// Runs the rebuild and wire-bytes measurements.
 pub fn run(plan: &Plan) -> RebuildResult {
     let n = plan.replica_ops;
@@ -92,11 +102,7 @@ pub fn run(plan: &Plan) -> RebuildResult {
     let frames: Vec<bytes::Bytes> = (1..=frames_n as u64)
         .map(|s| service_update_frame(enc.encode_update(&append_update(s, "tok ")).expect("enc")))
         .collect();
-    let mut dec = StateDecoder::new();
-    let mut replica = Replica::new("bench.stream.r", ServiceMode::Singleton);
-    replica
-        .apply_snapshot(dec.decode_snapshot(&wire_snap).expect("decode snapshot"))
-        .expect("apply snapshot");
+    let (mut dec, mut replica) = hydrated(&wire_snap);
     let t = Instant::now();
     for f in &frames {
         let msg: ServerMessage = decode_payload(&f[4..], MAX_FRAME).expect("decode");
@@ -110,11 +116,7 @@ pub fn run(plan: &Plan) -> RebuildResult {
 
     // 2b. the client's path: the update stays encoded until the state decoder reads it in
     // place, and the replica applies it by reference (the event keeps the update).
-    let mut dec = StateDecoder::new();
-    let mut replica = Replica::new("bench.stream.r", ServiceMode::Singleton);
-    replica
-        .apply_snapshot(dec.decode_snapshot(&wire_snap).expect("decode snapshot"))
-        .expect("apply snapshot");
+    let (mut dec, mut replica) = hydrated(&wire_snap);
     let t = Instant::now();
     for f in &frames {
         let frame = decode_server_frame(f.slice(4..), MAX_FRAME).expect("decode");

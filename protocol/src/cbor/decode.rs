@@ -266,6 +266,18 @@ impl<'a, 'l> Reader<'a, 'l> {
         self.buf.len() - self.pos
     }
 
+    /// The integer of a major 0 (unsigned) or 1 (negative) head, within the safe range.
+    fn integer(&mut self, major: u8, ai: u8) -> Result<Number, CborError> {
+        let arg = self.argument(ai, major)?;
+        let n = if major == 0 {
+            // ≤ 2^53 − 1 after the 8-byte check, so the conversion is exact.
+            i64::try_from(arg).map_err(|_| CborError::ArgumentOutOfSafeRange)?
+        } else {
+            -1 - i64::try_from(arg).map_err(|_| CborError::IntegerOutOfSafeRange)?
+        };
+        Number::from_i64(n).map_err(|_| CborError::IntegerOutOfSafeRange)
+    }
+
     /// Decodes the next item (any type) into a [`Value`].
     pub(crate) fn item(&mut self, depth: u32) -> Result<Value, CborError> {
         self.check_depth(depth)?;
@@ -274,21 +286,7 @@ impl<'a, 'l> Reader<'a, 'l> {
         let major = head >> 5;
         let ai = head & 0x1f;
         match major {
-            0 => {
-                let v = self.argument(ai, major)?;
-                // ≤ 2^53 − 1 after the 8-byte check, so the conversion is exact.
-                let v = i64::try_from(v).map_err(|_| CborError::ArgumentOutOfSafeRange)?;
-                Number::from_i64(v)
-                    .map(Value::Number)
-                    .map_err(|_| CborError::IntegerOutOfSafeRange)
-            }
-            1 => {
-                let arg = self.argument(ai, major)?;
-                let arg = i64::try_from(arg).map_err(|_| CborError::IntegerOutOfSafeRange)?;
-                Number::from_i64(-1 - arg)
-                    .map(Value::Number)
-                    .map_err(|_| CborError::IntegerOutOfSafeRange)
-            }
+            0 | 1 => self.integer(major, ai).map(Value::Number),
             2 => {
                 let len = self.argument(ai, major)?;
                 self.string_bytes(len, StringKind::Bytes)?;
@@ -328,21 +326,7 @@ impl<'a, 'l> Reader<'a, 'l> {
         let major = head >> 5;
         let ai = head & 0x1f;
         match major {
-            // The same conversions as `item`, so the same range errors, minus the `Value`.
-            0 => {
-                let v = self.argument(ai, major)?;
-                let v = i64::try_from(v).map_err(|_| CborError::ArgumentOutOfSafeRange)?;
-                Number::from_i64(v)
-                    .map(drop)
-                    .map_err(|_| CborError::IntegerOutOfSafeRange)
-            }
-            1 => {
-                let arg = self.argument(ai, major)?;
-                let arg = i64::try_from(arg).map_err(|_| CborError::IntegerOutOfSafeRange)?;
-                Number::from_i64(-1 - arg)
-                    .map(drop)
-                    .map_err(|_| CborError::IntegerOutOfSafeRange)
-            }
+            0 | 1 => self.integer(major, ai).map(drop),
             2 => {
                 let len = self.argument(ai, major)?;
                 self.string_bytes(len, StringKind::Bytes)?;
