@@ -340,7 +340,9 @@ impl SubCore {
                     });
                     return Ok(vec![key]);
                 }
-                early.push_back(update);
+                // A copy: the slice would keep the connection's whole read buffer alive for
+                // as long as the snapshot takes.
+                early.push_back(Bytes::copy_from_slice(&update));
                 Ok(Vec::new())
             }
             Phase::Active { decoder } => {
