@@ -342,3 +342,69 @@ async fn reconnecting_re_attaches_re_subscribes_and_reports_unknown_outcomes() {
     assert!(matches!(client.status(), baton_client::Status::Connected));
     let _ = ClientMessage::hello();
 }
+
+/// Subscribes, lets the scripted server send the snapshot and then `body` as an update, and
+/// returns the reasons of the events up to the subscription's end.
+async fn reasons_after_update(body: &str) -> Vec<String> {
+    let listener = Listener::bind();
+    let (client, mut peer) =
+        tokio::join!(Client::connect(listener.config()), listener.accept_ready());
+    let client = client.unwrap();
+    let subscribe = client.subscribe("pi.models", ServiceMode::Singleton);
+    let server = async {
+        let (id, sub) = recv_subscribe(&mut peer).await;
+        peer.respond(&id, Outcome::Value(snapshot(0, r#"{"text":""}"#)))
+            .await;
+        sub
+    };
+    let (sub, wire_id) = tokio::join!(subscribe, server);
+    let mut sub = sub.unwrap();
+    assert!(matches!(
+        sub.next_event().await,
+        Some(SubscriptionEvent::Snapshot { resynced: false })
+    ));
+    peer.send(update(&wire_id, body)).await;
+    let mut reasons = Vec::new();
+    loop {
+        let event = tokio::time::timeout(HANG_GUARD, sub.next_event())
+            .await
+            .unwrap();
+        match event {
+            Some(SubscriptionEvent::Resyncing { reason }) => reasons.push(reason),
+            Some(SubscriptionEvent::Ended { reason }) => {
+                reasons.push(reason);
+                return reasons;
+            }
+            other => panic!("expected the subscription to end, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_update_the_client_cannot_decode_fails_the_connection_with_the_decoder_error() {
+    // Read in place (an `a` op by path id) and through a `Value` (an unknown verb): both
+    // paths end the stream with the chord layer's own message.
+    let cases = [
+        (
+            r#"{"type":"state","member":"state","sequence":1,"ops":[["a",7,"x"]]}"#,
+            "invalid service update for service-1: unresolvable path: 7",
+        ),
+        (
+            r#"{"type":"state","member":"state","sequence":1,"ops":[["zz"]]}"#,
+            "invalid service update for service-1: unknown op verb: zz",
+        ),
+        (
+            r#"{"type":"state","member":"nope","sequence":1,"ops":[["a",["text"],"x"]]}"#,
+            "invalid service update for service-1: Unknown service state nope",
+        ),
+    ];
+    for (body, expected) in cases {
+        // The connection is lost (no reconnect policy here), so the subscription first
+        // learns it is out of sync and then ends, both with the decoder's message.
+        assert_eq!(
+            reasons_after_update(body).await,
+            [format!("connection lost: {expected}"), expected.to_owned()],
+            "update {body}"
+        );
+    }
+}
