@@ -6,18 +6,22 @@
 //! report.
 //!
 //! The target drives the decoding half of a subscription the way the driver's subscription
-//! core does: a [`StateDecoder`] turns wire values into provider updates and a [`Replica`]
-//! applies them; any decode or apply error makes the client re-subscribe (a fresh decoder
-//! and replica hydrated from a fresh snapshot).
+//! core does: a [`StateDecoder`] turns each update's CBOR bytes into a provider update
+//! ([`StateDecoder::decode_update_cbor`]) and a [`Replica`] applies it by reference; any
+//! decode or apply error makes the client re-subscribe (a fresh decoder and replica hydrated
+//! from a fresh snapshot). A second decoder reads every update through a [`Value`] and must
+//! agree on the result and on its state.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use baton_protocol::Value;
+use baton_protocol::cbor;
 use baton_protocol::chord::{
     InstanceAddress, InstanceSnapshot, MemberSnapshot, ProviderUpdate, Replica, ServiceMode,
     StateDecoder, StateEncoder, SubscriptionSnapshot, diff,
 };
 use baton_protocol::fuzzing::ValueSource;
+use baton_protocol::limits::CborLimits;
 
 const SERVICE: &str = "svc";
 const MEMBERS: [&str; 2] = ["a", "b"];
@@ -147,6 +151,8 @@ enum Touch {
 /// The client side: decoder and replica, as the subscription core holds them.
 struct Consumer {
     decoder: StateDecoder,
+    /// The same stream decoded through `Value`s, the reference for `decoder`.
+    reference: StateDecoder,
     replica: Replica,
 }
 
@@ -174,14 +180,29 @@ impl Consumer {
         replica
             .apply_snapshot(snapshot)
             .expect("a valid snapshot hydrates");
-        Self { decoder, replica }
+        Self {
+            reference: decoder.clone(),
+            decoder,
+            replica,
+        }
     }
 
     /// Delivers one wire update; `false` if the client reported an error.
     fn deliver(&mut self, wire: &Value) -> bool {
-        self.decoder
-            .decode_update(wire)
-            .and_then(|update| self.replica.apply_update(update))
+        // Whatever a server could send as CBOR; a value beyond the limits never arrives.
+        let Ok(bytes) = cbor::to_vec(wire, &CborLimits::default()) else {
+            return false;
+        };
+        let decoded = self.decoder.decode_update_cbor(&bytes);
+        let reference = self.reference.decode_update(wire);
+        assert_eq!(
+            decoded.as_ref().map_err(ToString::to_string),
+            reference.as_ref().map_err(ToString::to_string),
+            "decode_update_cbor and decode_update disagree"
+        );
+        assert_eq!(self.decoder, self.reference, "the decoders' states differ");
+        decoded
+            .and_then(|update| self.replica.apply_update_ref(&update))
             .is_ok()
     }
 
