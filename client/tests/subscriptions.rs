@@ -53,6 +53,26 @@ async fn recv_unsubscribe(peer: &mut Peer) -> (Id, String) {
     }
 }
 
+/// Connects, subscribes to `pi.models` and answers with a snapshot whose state is
+/// `{"text":""}`. Returns the client (dropping it closes the connection), the scripted
+/// server's end, the subscription and its wire id.
+async fn subscribed_to_text(
+    listener: &Listener,
+) -> (Client, Peer, baton_client::Subscription, String) {
+    let (client, mut peer) =
+        tokio::join!(Client::connect(listener.config()), listener.accept_ready());
+    let client = client.unwrap();
+    let subscribe = client.subscribe("pi.models", ServiceMode::Singleton);
+    let server = async {
+        let (id, sub) = recv_subscribe(&mut peer).await;
+        peer.respond(&id, Outcome::Value(snapshot(0, r#"{"text":""}"#)))
+            .await;
+        sub
+    };
+    let (sub, wire_id) = tokio::join!(subscribe, server);
+    (client, peer, sub.unwrap(), wire_id)
+}
+
 fn revision(sub: &baton_client::Subscription) -> Option<Value> {
     sub.state().value(None, "state").cloned()
 }
@@ -171,18 +191,7 @@ async fn a_sequence_gap_resubscribes_under_a_fresh_id_and_converges() {
 #[tokio::test]
 async fn a_slow_consumer_loses_no_state_and_sees_lag_in_order() {
     let listener = Listener::bind();
-    let (client, mut peer) =
-        tokio::join!(Client::connect(listener.config()), listener.accept_ready());
-    let client = client.unwrap();
-    let subscribe = client.subscribe("pi.models", ServiceMode::Singleton);
-    let server = async {
-        let (id, sub) = recv_subscribe(&mut peer).await;
-        peer.respond(&id, Outcome::Value(snapshot(0, r#"{"text":""}"#)))
-            .await;
-        sub
-    };
-    let (sub, wire_id) = tokio::join!(subscribe, server);
-    let mut sub = sub.unwrap();
+    let (_client, mut peer, mut sub, wire_id) = subscribed_to_text(&listener).await;
     // Far more updates than the event queue holds, while nobody reads events.
     let total = baton_client::DEFAULT_SUBSCRIPTION_EVENTS as u64 * 3;
     for seq in 1..=total {
@@ -347,18 +356,7 @@ async fn reconnecting_re_attaches_re_subscribes_and_reports_unknown_outcomes() {
 /// returns the reasons of the events up to the subscription's end.
 async fn reasons_after_update(body: &str) -> Vec<String> {
     let listener = Listener::bind();
-    let (client, mut peer) =
-        tokio::join!(Client::connect(listener.config()), listener.accept_ready());
-    let client = client.unwrap();
-    let subscribe = client.subscribe("pi.models", ServiceMode::Singleton);
-    let server = async {
-        let (id, sub) = recv_subscribe(&mut peer).await;
-        peer.respond(&id, Outcome::Value(snapshot(0, r#"{"text":""}"#)))
-            .await;
-        sub
-    };
-    let (sub, wire_id) = tokio::join!(subscribe, server);
-    let mut sub = sub.unwrap();
+    let (_client, mut peer, mut sub, wire_id) = subscribed_to_text(&listener).await;
     assert!(matches!(
         sub.next_event().await,
         Some(SubscriptionEvent::Snapshot { resynced: false })

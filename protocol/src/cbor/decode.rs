@@ -123,53 +123,50 @@ impl<'a, 'l> Reader<'a, 'l> {
     /// If the next item is a map, consumes its head and returns its length; otherwise
     /// consumes nothing.
     pub(crate) fn map_len(&mut self, depth: u32) -> Result<Option<usize>, CborError> {
+        match self.head_if(depth, 5)? {
+            Some(len) => self.container_len(len, ContainerKind::Map).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// If the next item has major type `major`, consumes its head (counting the item) and
+    /// returns its argument; otherwise consumes nothing.
+    fn head_if(&mut self, depth: u32, major: u8) -> Result<Option<u64>, CborError> {
         self.check_depth(depth)?;
-        if self.peek_major()? != 5 {
+        if self.peek_major()? != major {
             return Ok(None);
         }
         self.count()?;
         let head = self.byte()?;
-        let len = self.argument(head & 0x1f, 5)?;
-        self.container_len(len, ContainerKind::Map).map(Some)
+        self.argument(head & 0x1f, major).map(Some)
     }
 
     /// The next item as a borrowed string if it is text; any other item is fully decoded
     /// (so its own errors surface) and yields `None`.
     pub(crate) fn text_or_skip(&mut self, depth: u32) -> Result<Option<&'a str>, CborError> {
-        self.check_depth(depth)?;
-        if self.peek_major()? != 3 {
-            self.item(depth)?;
-            return Ok(None);
+        match self.head_if(depth, 3)? {
+            Some(len) => self.text(len).map(Some),
+            None => {
+                self.item(depth)?;
+                Ok(None)
+            }
         }
-        self.count()?;
-        let head = self.byte()?;
-        let len = self.argument(head & 0x1f, 3)?;
-        self.text(len).map(Some)
     }
 
     /// If the next item is an array, consumes its head and returns its length; otherwise
     /// consumes nothing.
     pub(crate) fn array_len(&mut self, depth: u32) -> Result<Option<usize>, CborError> {
-        self.check_depth(depth)?;
-        if self.peek_major()? != 4 {
-            return Ok(None);
+        match self.head_if(depth, 4)? {
+            Some(len) => self.container_len(len, ContainerKind::Array).map(Some),
+            None => Ok(None),
         }
-        self.count()?;
-        let head = self.byte()?;
-        let len = self.argument(head & 0x1f, 4)?;
-        self.container_len(len, ContainerKind::Array).map(Some)
     }
 
     /// If the next item is an unsigned integer, consumes it and returns it (at most
     /// 2^53 − 1, as the profile requires); otherwise consumes nothing.
     pub(crate) fn unsigned(&mut self, depth: u32) -> Result<Option<u64>, CborError> {
-        self.check_depth(depth)?;
-        if self.peek_major()? != 0 {
-            return Ok(None);
-        }
-        self.count()?;
-        let head = self.byte()?;
-        self.argument(head & 0x1f, 0).map(Some)
+        // `argument` bounds a major-0 value to the safe range.
+        self.head_if(depth, 0)
     }
 
     /// The next item as a boolean if it is one; any other item is decoded and yields `None`.
