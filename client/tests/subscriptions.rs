@@ -53,15 +53,19 @@ async fn recv_unsubscribe(peer: &mut Peer) -> (Id, String) {
     }
 }
 
+/// A client connected to the scripted server, and the server's end.
+async fn connected(listener: &Listener) -> (Client, Peer) {
+    let (client, peer) = tokio::join!(Client::connect(listener.config()), listener.accept_ready());
+    (client.unwrap(), peer)
+}
+
 /// Connects, subscribes to `pi.models` and answers with a snapshot whose state is
 /// `{"text":""}`. Returns the client (dropping it closes the connection), the scripted
 /// server's end, the subscription and its wire id.
 async fn subscribed_to_text(
     listener: &Listener,
 ) -> (Client, Peer, baton_client::Subscription, String) {
-    let (client, mut peer) =
-        tokio::join!(Client::connect(listener.config()), listener.accept_ready());
-    let client = client.unwrap();
+    let (client, mut peer) = connected(listener).await;
     let subscribe = client.subscribe("pi.models", ServiceMode::Singleton);
     let server = async {
         let (id, sub) = recv_subscribe(&mut peer).await;
@@ -80,9 +84,7 @@ fn revision(sub: &baton_client::Subscription) -> Option<Value> {
 #[tokio::test]
 async fn updates_that_beat_the_snapshot_are_buffered_and_applied_after_it() {
     let listener = Listener::bind();
-    let (client, mut peer) =
-        tokio::join!(Client::connect(listener.config()), listener.accept_ready());
-    let client = client.unwrap();
+    let (client, mut peer) = connected(&listener).await;
     let subscribe = client.subscribe("pi.models", ServiceMode::Singleton);
     let server = async {
         let (id, sub) = recv_subscribe(&mut peer).await;
@@ -137,9 +139,7 @@ async fn updates_that_beat_the_snapshot_are_buffered_and_applied_after_it() {
 #[tokio::test]
 async fn a_sequence_gap_resubscribes_under_a_fresh_id_and_converges() {
     let listener = Listener::bind();
-    let (client, mut peer) =
-        tokio::join!(Client::connect(listener.config()), listener.accept_ready());
-    let client = client.unwrap();
+    let (client, mut peer) = connected(&listener).await;
     let subscribe = client.subscribe("pi.models", ServiceMode::Singleton);
     let server = async {
         let (id, sub) = recv_subscribe(&mut peer).await;

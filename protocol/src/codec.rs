@@ -343,12 +343,79 @@ pub fn encode_service_update_frame(
 /// Initial buffer for [`encode_frame`]: fits hellos, requests, responses and small updates.
 const SMALL_FRAME_CAPACITY: usize = 256;
 
+/// Framing whose first error is final, shared by every decoder that turns frames into
+/// messages (this module's and the client's [`ServerFrameCodec`](crate::ServerFrameCodec)).
+#[derive(Debug)]
+pub(crate) struct StickyFrames {
+    frames: FrameDecoder,
+    failed: bool,
+}
+
+impl StickyFrames {
+    pub(crate) fn new(max_frame_length: u32) -> Self {
+        Self {
+            frames: FrameDecoder::new(max_frame_length),
+            failed: false,
+        }
+    }
+
+    /// The next complete frame's payload through `decode` (given the payload and the frame
+    /// limit). Any error, framing or decoding, fails the decoder for good.
+    pub(crate) fn next<T>(
+        &mut self,
+        buf: &mut BytesMut,
+        side: Side,
+        decode: impl FnOnce(Bytes, u32) -> Result<T, DecodeError>,
+    ) -> Result<Option<T>, DecodeError> {
+        if self.failed {
+            return Err(DecodeError::Failed { side });
+        }
+        let payload = match self.frames.decode(buf) {
+            Ok(Some(p)) => p,
+            Ok(None) => return Ok(None),
+            Err(source) => {
+                self.failed = true;
+                return Err(DecodeError::Frame { side, source });
+            }
+        };
+        decode(payload, self.frames.max_frame_length())
+            .map(Some)
+            .inspect_err(|_| self.failed = true)
+    }
+
+    /// End of stream declared by the caller: a cut frame is an error, and so is a second end.
+    fn end(&mut self, buf: &BytesMut, side: Side) -> Result<(), DecodeError> {
+        if self.failed {
+            return Err(DecodeError::Failed { side });
+        }
+        self.frames.end(buf).map_err(|source| match source {
+            FrameError::Ended => DecodeError::Ended { side },
+            FrameError::Failed => DecodeError::Failed { side },
+            source => {
+                self.failed = true;
+                DecodeError::Framing { side, source }
+            }
+        })
+    }
+
+    /// End of stream as a tokio codec sees it (possibly more than once): only a cut frame is
+    /// an error.
+    pub(crate) fn end_of_stream(&mut self, buf: &BytesMut, side: Side) -> Result<(), DecodeError> {
+        match self.frames.end(buf) {
+            Ok(()) | Err(FrameError::Ended) => Ok(()),
+            Err(source) => {
+                self.failed = true;
+                Err(DecodeError::Framing { side, source })
+            }
+        }
+    }
+}
+
 /// Incremental, sticky message decoder for one direction of one connection.
 #[derive(Debug)]
 pub struct MessageDecoder<M> {
-    frames: FrameDecoder,
+    frames: StickyFrames,
     buf: BytesMut,
-    failed: bool,
     _m: PhantomData<fn() -> M>,
 }
 
@@ -367,9 +434,8 @@ impl<M: WireMessage> MessageDecoder<M> {
     /// A decoder with the given frame limit.
     pub fn new(max_frame_length: u32) -> Self {
         Self {
-            frames: FrameDecoder::new(max_frame_length),
+            frames: StickyFrames::new(max_frame_length),
             buf: BytesMut::new(),
-            failed: false,
             _m: PhantomData,
         }
     }
@@ -385,7 +451,7 @@ impl<M: WireMessage> MessageDecoder<M> {
     /// # Errors
     /// The first failure; afterwards [`DecodeError::Failed`].
     pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<M>, DecodeError> {
-        if self.failed {
+        if self.frames.failed {
             return Err(DecodeError::Failed { side: M::SIDE });
         }
         self.buf.extend_from_slice(chunk);
@@ -408,25 +474,8 @@ impl<M: WireMessage> MessageDecoder<M> {
     }
 
     fn decode_from(&mut self, buf: &mut BytesMut) -> Result<Option<M>, DecodeError> {
-        let side = M::SIDE;
-        if self.failed {
-            return Err(DecodeError::Failed { side });
-        }
-        let frame = match self.frames.decode(buf) {
-            Ok(Some(f)) => f,
-            Ok(None) => return Ok(None),
-            Err(source) => {
-                self.failed = true;
-                return Err(DecodeError::Frame { side, source });
-            }
-        };
-        match decode_payload(&frame, self.frames.max_frame_length()) {
-            Ok(m) => Ok(Some(m)),
-            Err(e) => {
-                self.failed = true;
-                Err(e)
-            }
-        }
+        self.frames
+            .next(buf, M::SIDE, |payload, max| decode_payload(&payload, max))
     }
 
     /// Declares end of stream.
@@ -434,18 +483,7 @@ impl<M: WireMessage> MessageDecoder<M> {
     /// # Errors
     /// [`DecodeError::Framing`] if a frame was cut short.
     pub fn end(&mut self) -> Result<(), DecodeError> {
-        let side = M::SIDE;
-        if self.failed {
-            return Err(DecodeError::Failed { side });
-        }
-        self.frames.end(&self.buf).map_err(|source| match source {
-            FrameError::Ended => DecodeError::Ended { side },
-            FrameError::Failed => DecodeError::Failed { side },
-            source => {
-                self.failed = true;
-                DecodeError::Framing { side, source }
-            }
-        })
+        self.frames.end(&self.buf, M::SIDE)
     }
 }
 
@@ -491,14 +529,10 @@ impl<In: WireMessage, Out: WireMessage> Decoder for WireCodec<In, Out> {
         if let Some(m) = self.decoder.decode_from(src)? {
             return Ok(Some(m));
         }
-        let side = In::SIDE;
-        match self.decoder.frames.end(src) {
-            Ok(()) | Err(FrameError::Ended) => Ok(None),
-            Err(source) => {
-                self.decoder.failed = true;
-                Err(DecodeError::Framing { side, source })
-            }
-        }
+        self.decoder
+            .frames
+            .end_of_stream(src, In::SIDE)
+            .map(|()| None)
     }
 }
 

@@ -13,8 +13,7 @@ use bytes::{Bytes, BytesMut};
 use tokio_util::codec::Decoder;
 
 use crate::cbor::{self, ValueDecodeError};
-use crate::codec::{DecodeError, Side, payload_error};
-use crate::frame::{FrameDecoder, FrameError};
+use crate::codec::{DecodeError, Side, StickyFrames, payload_error};
 use crate::ids::Id;
 use crate::limits::{CborLimits, DEFAULT_MAX_FRAME_LENGTH, MAX_CONFIGURABLE_CBOR_DEPTH};
 use crate::message::{ServerMessage, ServerPayload, ServiceUpdate, UpdateForm, decode_server_as};
@@ -110,16 +109,14 @@ pub fn decode_server_frame(
 /// every later call fails too.
 #[derive(Debug)]
 pub struct ServerFrameCodec {
-    frames: FrameDecoder,
-    failed: bool,
+    frames: StickyFrames,
 }
 
 impl ServerFrameCodec {
     /// A decoder with the given frame limit.
     pub fn new(max_frame_length: u32) -> Self {
         Self {
-            frames: FrameDecoder::new(max_frame_length),
-            failed: false,
+            frames: StickyFrames::new(max_frame_length),
         }
     }
 }
@@ -135,41 +132,14 @@ impl Decoder for ServerFrameCodec {
     type Error = DecodeError;
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<ServerFrame>, DecodeError> {
-        let side = Side::Server;
-        if self.failed {
-            return Err(DecodeError::Failed { side });
-        }
-        let payload = match self.frames.decode(src) {
-            Ok(Some(p)) => p,
-            Ok(None) => return Ok(None),
-            Err(source) => {
-                self.failed = true;
-                return Err(DecodeError::Frame { side, source });
-            }
-        };
-        match decode_server_frame(payload, self.frames.max_frame_length()) {
-            Ok(frame) => Ok(Some(frame)),
-            Err(e) => {
-                self.failed = true;
-                Err(e)
-            }
-        }
+        self.frames.next(src, Side::Server, decode_server_frame)
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<ServerFrame>, DecodeError> {
         if let Some(frame) = self.decode(src)? {
             return Ok(Some(frame));
         }
-        match self.frames.end(src) {
-            Ok(()) | Err(FrameError::Ended) => Ok(None),
-            Err(source) => {
-                self.failed = true;
-                Err(DecodeError::Framing {
-                    side: Side::Server,
-                    source,
-                })
-            }
-        }
+        self.frames.end_of_stream(src, Side::Server).map(|()| None)
     }
 }
 

@@ -275,21 +275,29 @@ impl<'a, 'l> Reader<'a, 'l> {
         Number::from_i64(n).map_err(|_| CborError::IntegerOutOfSafeRange)
     }
 
-    /// Decodes the next item (any type) into a [`Value`].
-    pub(crate) fn item(&mut self, depth: u32) -> Result<Value, CborError> {
+    /// Consumes the next item's head byte (counting the item): its major type and additional
+    /// information.
+    fn next_head(&mut self, depth: u32) -> Result<(u8, u8), CborError> {
         self.check_depth(depth)?;
         let head = self.byte()?;
         self.count()?;
-        let major = head >> 5;
-        let ai = head & 0x1f;
+        Ok((head >> 5, head & 0x1f))
+    }
+
+    /// Reads past a byte string (valid CBOR, but it makes the payload not JSON).
+    fn byte_string(&mut self, ai: u8) -> Result<(), CborError> {
+        let len = self.argument(ai, 2)?;
+        self.string_bytes(len, StringKind::Bytes)?;
+        self.saw_bytes = true;
+        Ok(())
+    }
+
+    /// Decodes the next item (any type) into a [`Value`].
+    pub(crate) fn item(&mut self, depth: u32) -> Result<Value, CborError> {
+        let (major, ai) = self.next_head(depth)?;
         match major {
             0 | 1 => self.integer(major, ai).map(Value::Number),
-            2 => {
-                let len = self.argument(ai, major)?;
-                self.string_bytes(len, StringKind::Bytes)?;
-                self.saw_bytes = true;
-                Ok(Value::Null)
-            }
+            2 => self.byte_string(ai).map(|()| Value::Null),
             3 => {
                 let len = self.argument(ai, major)?;
                 Ok(Value::String(self.text(len)?.to_owned()))
@@ -317,19 +325,10 @@ impl<'a, 'l> Reader<'a, 'l> {
     /// Reads past the next item exactly as [`item`](Self::item) would (same checks, same
     /// errors, same item count) without building a [`Value`].
     pub(crate) fn skip(&mut self, depth: u32) -> Result<(), CborError> {
-        self.check_depth(depth)?;
-        let head = self.byte()?;
-        self.count()?;
-        let major = head >> 5;
-        let ai = head & 0x1f;
+        let (major, ai) = self.next_head(depth)?;
         match major {
             0 | 1 => self.integer(major, ai).map(drop),
-            2 => {
-                let len = self.argument(ai, major)?;
-                self.string_bytes(len, StringKind::Bytes)?;
-                self.saw_bytes = true;
-                Ok(())
-            }
+            2 => self.byte_string(ai),
             3 => {
                 let len = self.argument(ai, major)?;
                 self.text(len).map(drop)
