@@ -1,0 +1,5 @@
+//! Placeholder while the probe is written.
+
+fn main() {
+    std::process::exit(2);
+}
