@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::error_code::ErrorCode;
 use crate::ids::ServerId;
 use crate::message::{ClientMessage, ServerMessage, WireError};
 use crate::version::{PROTOCOL_VERSION, is_supported_protocol_version};
@@ -182,17 +183,18 @@ impl ServerHandshake {
     #[must_use]
     pub fn handle_message(&mut self, msg: &ClientMessage) -> ServerStep {
         match (self.state, msg) {
-            (ServerState::Closed, _) => {
-                ServerStep::Fail(WireError::new("invalid_request", "Connection is closed"))
-            }
+            (ServerState::Closed, _) => ServerStep::Fail(WireError::from_code(
+                ErrorCode::InvalidRequest,
+                "Connection is closed",
+            )),
             (ServerState::AwaitingHello { deadline }, ClientMessage::Hello { version }) => {
                 if is_supported_protocol_version(*version) {
                     self.state = ServerState::Handshaking { deadline };
                     ServerStep::Accept
                 } else {
                     self.state = ServerState::Closed;
-                    ServerStep::Fail(WireError::new(
-                        "version",
+                    ServerStep::Fail(WireError::from_code(
+                        ErrorCode::Version,
                         format!(
                             "Unsupported protocol version {version}; expected {PROTOCOL_VERSION}"
                         ),
@@ -201,15 +203,15 @@ impl ServerHandshake {
             }
             (ServerState::AwaitingHello { .. }, _) => {
                 self.state = ServerState::Closed;
-                ServerStep::Fail(WireError::new(
-                    "invalid_request",
+                ServerStep::Fail(WireError::from_code(
+                    ErrorCode::InvalidRequest,
                     "The first client message must be hello",
                 ))
             }
             (ServerState::Handshaking { .. } | ServerState::Ready, ClientMessage::Hello { .. }) => {
                 self.state = ServerState::Closed;
-                ServerStep::Fail(WireError::new(
-                    "invalid_request",
+                ServerStep::Fail(WireError::from_code(
+                    ErrorCode::InvalidRequest,
                     "hello may only be sent as the first message",
                 ))
             }
@@ -233,7 +235,10 @@ impl ServerHandshake {
             return None;
         }
         self.state = ServerState::Closed;
-        Some(WireError::new("invalid_request", "Handshake timeout"))
+        Some(WireError::from_code(
+            ErrorCode::InvalidRequest,
+            "Handshake timeout",
+        ))
     }
 
     /// Marks the connection closed (after any fatal error).

@@ -12,6 +12,7 @@
 //! * [`frame`]: length-prefixed framing with the limit checked at the header.
 //! * [`cbor`]: the strict CBOR profile, upstream error messages.
 //! * [`Value`]: the opaque payload type (strict JSON, key order kept).
+//! * [`ErrorCode`]: every wire error code baton produces, typed.
 //! * [`message`]: `hello`, `request`, `cancel`, `hello_error`, `response`,
 //!   `service_update`, `attachment`.
 //! * [`codec`]: frame + CBOR + envelope in one step; incremental and tokio-util forms.
@@ -27,6 +28,7 @@
 pub mod cbor;
 pub mod chord;
 pub mod codec;
+mod error_code;
 pub mod frame;
 pub mod handshake;
 pub mod ids;
@@ -47,6 +49,7 @@ pub use codec::{
     Side, decode_payload, encode_frame, encode_frame_into, encode_service_update_frame,
     encode_update_payload, from_value, to_value,
 };
+pub use error_code::ErrorCode;
 pub use ids::{Id, ServerId};
 pub use inbound::{EncodedServiceUpdate, ServerFrame, ServerFrameCodec, decode_server_frame};
 pub use message::{

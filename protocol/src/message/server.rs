@@ -1,6 +1,7 @@
 //! Server → client envelopes: `hello`, `hello_error`, `response`, `service_update`,
 //! `attachment`.
 
+use crate::error_code::ErrorCode;
 use crate::ids::{Id, ServerId};
 use crate::message::parse::{Fields, Invalid, type_of};
 use crate::message::target::SessionTarget;
@@ -19,11 +20,30 @@ impl WireError {
     /// Builds an error body. An empty `code` becomes `internal_error`, so a bug can never
     /// produce an invalid frame.
     pub fn new(code: &str, message: impl Into<String>) -> Self {
-        let code = Id::new(code).unwrap_or_else(|_| Id::from_trusted("internal_error"));
+        let code =
+            Id::new(code).unwrap_or_else(|_| Id::from_trusted(ErrorCode::InternalError.as_str()));
         Self {
             code,
             message: message.into(),
         }
+    }
+
+    /// Builds an error body with one of baton's typed codes.
+    pub fn from_code(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code: Id::from_trusted(code.as_str()),
+            message: message.into(),
+        }
+    }
+
+    /// The code as one baton knows, or `None` for any other (still valid) code.
+    pub fn kind(&self) -> Option<ErrorCode> {
+        ErrorCode::parse(self.code.as_str())
+    }
+
+    /// Whether the code is `code`.
+    pub fn is(&self, code: ErrorCode) -> bool {
+        self.code.as_str() == code.as_str()
     }
 
     pub(crate) fn parse(value: Value) -> Result<Self, Invalid> {
