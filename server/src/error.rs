@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use baton_protocol::WireError;
+use baton_protocol::{ErrorCode, WireError};
 
 /// A [`ServerConfig`](crate::ServerConfig) option out of range (caller bug).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -140,8 +140,16 @@ pub const INTERNAL_SERVER_ERROR_MESSAGE: &str = "Internal server error";
 
 impl ServiceError {
     /// A client-visible error with this code and message.
+    ///
+    /// For a code baton knows, prefer [`ServiceError::from_code`]; this takes any string
+    /// because codes are opaque on the wire (e.g. a host's own `application_error`).
     pub fn new(code: &str, message: impl Into<String>) -> Self {
         Self::Remote(WireError::new(code, message))
+    }
+
+    /// A client-visible error with a code baton knows.
+    pub fn from_code(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::Remote(WireError::from_code(code, message))
     }
 
     /// A private error, sanitised on the wire.
@@ -151,35 +159,37 @@ impl ServiceError {
 
     /// `session_not_found` / `Session was not found`.
     pub fn session_not_found() -> Self {
-        Self::new("session_not_found", "Session was not found")
+        Self::from_code(ErrorCode::SessionNotFound, "Session was not found")
     }
 
     /// `session_ambiguous` / `Session ID matches more than one session`.
     pub fn session_ambiguous() -> Self {
-        Self::new(
-            "session_ambiguous",
+        Self::from_code(
+            ErrorCode::SessionAmbiguous,
             "Session ID matches more than one session",
         )
     }
 
     /// `session_not_attached` / `Session is not attached to this client`.
     pub fn session_not_attached() -> Self {
-        Self::new(
-            "session_not_attached",
+        Self::from_code(
+            ErrorCode::SessionNotAttached,
             "Session is not attached to this client",
         )
     }
 
     /// `server_draining` / `Server is draining`.
     pub fn server_draining() -> Self {
-        Self::new("server_draining", "Server is draining")
+        Self::from_code(ErrorCode::ServerDraining, "Server is draining")
     }
 
     /// The error body this error puts on the wire (sanitised for internal errors).
     pub fn to_wire(&self) -> WireError {
         match self {
             Self::Remote(e) => e.clone(),
-            Self::Internal(_) => WireError::new("internal_error", INTERNAL_SERVER_ERROR_MESSAGE),
+            Self::Internal(_) => {
+                WireError::from_code(ErrorCode::InternalError, INTERNAL_SERVER_ERROR_MESSAGE)
+            }
         }
     }
 
@@ -187,13 +197,55 @@ impl ServiceError {
     pub fn code(&self) -> &str {
         match self {
             Self::Remote(e) => e.code.as_str(),
-            Self::Internal(_) => "internal_error",
+            Self::Internal(_) => ErrorCode::InternalError.as_str(),
         }
+    }
+
+    /// The wire code as one baton knows, or `None` for any other (still valid) code.
+    pub fn kind(&self) -> Option<ErrorCode> {
+        match self {
+            Self::Remote(e) => e.kind(),
+            Self::Internal(_) => Some(ErrorCode::InternalError),
+        }
+    }
+
+    /// Whether the wire code is `code` (`internal_error` for internal errors).
+    pub fn is(&self, code: ErrorCode) -> bool {
+        self.code() == code.as_str()
     }
 }
 
 impl From<WireError> for ServiceError {
     fn from(e: WireError) -> Self {
         Self::Remote(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_code_puts_the_codes_spelling_on_the_wire() {
+        let e = ServiceError::from_code(ErrorCode::Busy, "too many");
+        assert_eq!(e.code(), ErrorCode::Busy.as_str());
+        assert_eq!(e.kind(), Some(ErrorCode::Busy));
+        assert!(e.is(ErrorCode::Busy));
+        assert_eq!(e.to_wire(), WireError::from_code(ErrorCode::Busy, "too many"));
+    }
+
+    #[test]
+    fn an_internal_error_is_internal_error_on_the_wire() {
+        let e = ServiceError::internal("private");
+        assert_eq!(e.kind(), Some(ErrorCode::InternalError));
+        assert!(e.is(ErrorCode::InternalError));
+        assert_eq!(e.to_wire().message, INTERNAL_SERVER_ERROR_MESSAGE);
+    }
+
+    #[test]
+    fn a_code_baton_does_not_know_has_no_kind() {
+        let e = ServiceError::new("application_error", "x");
+        assert_eq!(e.kind(), None);
+        assert_eq!(e.code(), "application_error");
     }
 }
