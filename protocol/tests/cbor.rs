@@ -129,6 +129,26 @@ const DECODER_REJECTS: &[(&str, &str)] = &[
     ("", "Truncated CBOR payload"),
     ("18", "Truncated CBOR payload"),
     ("1c", "Malformed CBOR additional information"),
+    ("3d", "Malformed CBOR additional information"),
+    ("5e", "Malformed CBOR additional information"),
+    ("7c", "Malformed CBOR additional information"),
+    ("9d", "Malformed CBOR additional information"),
+    ("be", "Malformed CBOR additional information"),
+    // Major 7 (upstream `readSimple`): 28–30 are unsupported simple values, not malformed.
+    (
+        "fc",
+        "Unsupported CBOR simple value or floating-point width",
+    ),
+    (
+        "fd",
+        "Unsupported CBOR simple value or floating-point width",
+    ),
+    (
+        "fe",
+        "Unsupported CBOR simple value or floating-point width",
+    ),
+    // Major 6 is refused before its additional information is read.
+    ("dc", "CBOR tags are not supported"),
     (
         "5f",
         "Indefinite-length CBOR byte strings are not supported",

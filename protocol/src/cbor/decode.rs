@@ -427,7 +427,8 @@ impl<'a, 'l> Reader<'a, 'l> {
                     .map(Value::Number)
                     .map_err(|_| CborError::IntegerOutOfSafeRange)
             }
-            28..=30 => Err(CborError::MalformedAdditionalInformation),
+            // Upstream's `readSimple` treats additional information 28–30 (`fc`–`fe`) like
+            // any other unsupported simple value; only majors 0–5 call them malformed.
             31 => Err(CborError::Break),
             _ => Err(CborError::UnsupportedSimple),
         }

@@ -177,6 +177,8 @@ pub(crate) const CATALOGUE: &[Entry] = &[
     e("indefinite unsigned integer", Cbor, Fresh, Frame("<1f>"), FrameError("Indefinite-length CBOR items are not supported")),
     e("additional information 28", Cbor, Fresh, Frame("<1c>"), FrameError("Malformed CBOR additional information")),
     e("additional information 30 on a map", Cbor, Fresh, Frame("<be>"), FrameError("Malformed CBOR additional information")),
+    e("additional information 28 on major 7", Cbor, Fresh, Frame("<fc>"), FrameError(SIMPLE)),
+    e("additional information 30 on major 7", Cbor, Fresh, Frame("<fe>"), FrameError(SIMPLE)),
     e("lone break marker", Cbor, Fresh, Frame("<ff>"), FrameError("CBOR break marker is not supported")),
     e("float16 version", Cbor, Fresh, Frame(r#"{"type":"hello","version":<f9 4800>}"#), FrameError(SIMPLE)),
     e("float32 version", Cbor, Fresh, Frame(r#"{"type":"hello","version":<fa 41000000>}"#), FrameError(SIMPLE)),
