@@ -1,5 +1,7 @@
 //! Subscribers of one published state, and the snapshots they start from.
 
+use std::cmp::Ordering;
+
 use baton_protocol::Value;
 use baton_protocol::chord::{Op, ProviderUpdate};
 use baton_server::chord::{InstanceSnapshot, MemberSnapshot, ServiceMode, SubscriptionSnapshot};
@@ -71,13 +73,15 @@ impl Subscribers {
     }
 }
 
-/// A singleton subscription snapshot: `methods`, then the state members.
+/// A singleton subscription snapshot: methods and state members together, sorted by name as
+/// upstream's provider lists them (`Object.keys(implementation).sort()` in chord's
+/// `classifyRemoteServiceImplementation`), so a snapshot's member order matches upstream's.
 pub(crate) fn snapshot(
     service_id: &str,
     methods: &[&str],
     states: Vec<(&str, u64, Value)>,
 ) -> SubscriptionSnapshot {
-    let members = methods
+    let mut members: Vec<MemberSnapshot> = methods
         .iter()
         .map(|m| MemberSnapshot::method(*m))
         .chain(
@@ -86,9 +90,74 @@ pub(crate) fn snapshot(
                 .map(|(name, sequence, value)| MemberSnapshot::state(name, sequence, value)),
         )
         .collect();
+    members.sort_by(|a, b| js_order(a.name(), b.name()));
     SubscriptionSnapshot::new(
         service_id,
         ServiceMode::Singleton,
         vec![InstanceSnapshot::new(None, members)],
     )
+}
+
+/// JavaScript's default string order (`Array.prototype.sort` without a comparator): by UTF-16
+/// code units. It differs from Rust's `str` order (by UTF-8 bytes, i.e. by code points) for a
+/// character beyond the BMP against one in U+E000–U+FFFF: the surrogate pair (0xD800–0xDBFF)
+/// sorts first in JavaScript, last in Rust.
+pub(crate) fn js_order(a: &str, b: &str) -> Ordering {
+    a.encode_utf16().cmp(b.encode_utf16())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(snap: &SubscriptionSnapshot) -> Vec<&str> {
+        snap.instances[0]
+            .members
+            .iter()
+            .map(MemberSnapshot::name)
+            .collect()
+    }
+
+    #[test]
+    fn snapshot_members_are_sorted_by_name_methods_and_states_together() {
+        let snap = snapshot(
+            "pi.session",
+            &[
+                "prompt",
+                "steer",
+                "abort",
+                "setModel",
+                "setThinking",
+                "bash",
+            ],
+            vec![("state", 3, Value::Null)],
+        );
+        assert_eq!(
+            names(&snap),
+            [
+                "abort",
+                "bash",
+                "prompt",
+                "setModel",
+                "setThinking",
+                "state",
+                "steer"
+            ]
+        );
+    }
+
+    #[test]
+    fn js_order_compares_utf16_code_units_not_code_points() {
+        // U+1F600 is the pair D83D DE00, which sorts before U+FFFD in JavaScript.
+        assert_eq!(js_order("\u{1F600}", "\u{FFFD}"), Ordering::Less);
+        assert_eq!("\u{1F600}".cmp("\u{FFFD}"), Ordering::Greater);
+        assert_eq!(js_order("\u{FFFD}", "\u{1F600}"), Ordering::Greater);
+        // Upper case before lower case; a prefix first.
+        assert_eq!(js_order("setModel", "setThinking"), Ordering::Less);
+        assert_eq!(js_order("Zed", "abort"), Ordering::Less);
+        assert_eq!(js_order("set", "setModel"), Ordering::Less);
+        assert_eq!(js_order("state", "state"), Ordering::Equal);
+        let snap = snapshot("s", &["\u{FFFD}", "\u{1F600}", "a"], Vec::new());
+        assert_eq!(names(&snap), ["a", "\u{1F600}", "\u{FFFD}"]);
+    }
 }
