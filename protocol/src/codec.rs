@@ -1,9 +1,11 @@
 //! Message codecs: frames + strict CBOR + envelope validation, as one step each way.
 //!
 //! Two forms of the same logic: a plain incremental [`MessageDecoder`] (upstream
-//! `ClientMessageDecoder`/`ServerMessageDecoder` semantics, including "a chunk with a bad frame
-//! yields none of its messages") and tokio-util [`Decoder`]/[`Encoder`] pairs for `Framed`.
+//! `ClientMessageDecoder`/`ServerMessageDecoder` semantics: every header of a chunk is
+//! checked before any of its payloads is decoded, and a chunk with a bad frame yields none of
+//! its messages) and tokio-util [`Decoder`]/[`Encoder`] pairs for `Framed`.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -345,42 +347,106 @@ const SMALL_FRAME_CAPACITY: usize = 256;
 
 /// Framing whose first error is final, shared by every decoder that turns frames into
 /// messages (this module's and the client's [`ServerFrameCodec`](crate::ServerFrameCodec)).
+///
+/// It reads the way upstream's `ValidatedMessageDecoder.push` reads one received chunk: its
+/// `FrameDecoder` first splits *every* complete frame in the chunk (checking each header),
+/// and only then is each payload decoded, in order. So an oversize length header later in a
+/// chunk wins over a bad payload earlier in it, the first bad payload wins over later ones,
+/// and a chunk with any failure yields none of its messages. "The chunk" here is every
+/// complete frame buffered when the previous batch has been handed out: what one read added
+/// (plus the cut frame an earlier read left).
 #[derive(Debug)]
-pub(crate) struct StickyFrames {
+pub(crate) struct StickyFrames<T> {
     frames: FrameDecoder,
     failed: bool,
+    /// The decoded rest of the current chunk. At most one chunk's messages: it is refilled
+    /// only once empty, so it never outgrows what one read brought in.
+    ready: VecDeque<T>,
 }
 
-impl StickyFrames {
+impl<T> StickyFrames<T> {
     pub(crate) fn new(max_frame_length: u32) -> Self {
         Self {
             frames: FrameDecoder::new(max_frame_length),
             failed: false,
+            ready: VecDeque::new(),
         }
     }
 
-    /// The next complete frame's payload through `decode` (given the payload and the frame
-    /// limit). Any error, framing or decoding, fails the decoder for good.
-    pub(crate) fn next<T>(
+    /// The next message: the rest of the current chunk, or else the first of the next chunk,
+    /// taken from every complete frame in `buf` through `decode` (given the payload and the
+    /// frame limit). Any error, framing or decoding, fails the decoder for good.
+    pub(crate) fn next(
         &mut self,
         buf: &mut BytesMut,
         side: Side,
-        decode: impl FnOnce(Bytes, u32) -> Result<T, DecodeError>,
+        decode: impl FnMut(Bytes, u32) -> Result<T, DecodeError>,
     ) -> Result<Option<T>, DecodeError> {
+        if let Some(t) = self.ready.pop_front() {
+            return Ok(Some(t));
+        }
+        self.ready = self.chunk(buf, side, decode)?.into();
+        Ok(self.ready.pop_front())
+    }
+
+    /// Every message the complete frames in `buf` hold, after whatever is left of the
+    /// current chunk, or the chunk's first failure and nothing.
+    pub(crate) fn drain(
+        &mut self,
+        buf: &mut BytesMut,
+        side: Side,
+        decode: impl FnMut(Bytes, u32) -> Result<T, DecodeError>,
+    ) -> Result<Vec<T>, DecodeError> {
+        let chunk = self.chunk(buf, side, decode)?;
+        let mut out: Vec<T> = self.ready.drain(..).collect();
+        out.extend(chunk);
+        Ok(out)
+    }
+
+    /// Splits every complete frame out of `buf`, then decodes them in order.
+    fn chunk(
+        &mut self,
+        buf: &mut BytesMut,
+        side: Side,
+        mut decode: impl FnMut(Bytes, u32) -> Result<T, DecodeError>,
+    ) -> Result<Vec<T>, DecodeError> {
         if self.failed {
             return Err(DecodeError::Failed { side });
         }
-        let payload = match self.frames.decode(buf) {
-            Ok(Some(p)) => p,
-            Ok(None) => return Ok(None),
-            Err(source) => {
-                self.failed = true;
-                return Err(DecodeError::Frame { side, source });
+        // Payloads are slices of `buf`, not copies; their count is bounded by `buf`'s length
+        // (each frame takes at least its 4-byte header).
+        let mut payloads = Vec::new();
+        loop {
+            match self.frames.decode(buf) {
+                Ok(Some(p)) => payloads.push(p),
+                Ok(None) => break,
+                Err(source) => {
+                    self.fail();
+                    return Err(DecodeError::Frame { side, source });
+                }
             }
-        };
-        decode(payload, self.frames.max_frame_length())
-            .map(Some)
-            .inspect_err(|_| self.failed = true)
+        }
+        let max = self.frames.max_frame_length();
+        let mut out = Vec::with_capacity(payloads.len());
+        for payload in payloads {
+            match decode(payload, max) {
+                Ok(t) => out.push(t),
+                Err(e) => {
+                    self.fail();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn fail(&mut self) {
+        self.failed = true;
+        self.ready = VecDeque::new();
+    }
+
+    pub(crate) fn is_failed(&self) -> bool {
+        self.failed
     }
 
     /// End of stream declared by the caller: a cut frame is an error, and so is a second end.
@@ -414,9 +480,8 @@ impl StickyFrames {
 /// Incremental, sticky message decoder for one direction of one connection.
 #[derive(Debug)]
 pub struct MessageDecoder<M> {
-    frames: StickyFrames,
+    frames: StickyFrames<M>,
     buf: BytesMut,
-    _m: PhantomData<fn() -> M>,
 }
 
 /// Decodes what a client sends (used by servers).
@@ -430,13 +495,16 @@ impl<M: WireMessage> Default for MessageDecoder<M> {
     }
 }
 
+fn decode_owned<M: WireMessage>(payload: Bytes, max: u32) -> Result<M, DecodeError> {
+    decode_payload(&payload, max)
+}
+
 impl<M: WireMessage> MessageDecoder<M> {
     /// A decoder with the given frame limit.
     pub fn new(max_frame_length: u32) -> Self {
         Self {
             frames: StickyFrames::new(max_frame_length),
             buf: BytesMut::new(),
-            _m: PhantomData,
         }
     }
 
@@ -445,21 +513,23 @@ impl<M: WireMessage> MessageDecoder<M> {
         self.buf.len()
     }
 
-    /// Feeds a chunk and returns every message it completes, in order. If any frame in the
-    /// chunk is bad, nothing from the chunk is returned and the decoder fails for good.
+    /// Feeds a chunk and returns every message it completes, in order, as upstream's
+    /// `push(chunk)`: every frame header in the chunk is checked before any payload is
+    /// decoded, and if any frame in the chunk is bad, nothing from the chunk is returned and
+    /// the decoder fails for good.
     ///
     /// # Errors
-    /// The first failure; afterwards [`DecodeError::Failed`].
+    /// A framing error anywhere in the chunk, else the first bad payload; afterwards
+    /// [`DecodeError::Failed`].
     pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<M>, DecodeError> {
-        if self.frames.failed {
+        if self.frames.is_failed() {
             return Err(DecodeError::Failed { side: M::SIDE });
         }
         self.buf.extend_from_slice(chunk);
-        let mut out = Vec::new();
-        while let Some(m) = self.next_message()? {
-            out.push(m);
-        }
-        Ok(out)
+        let mut buf = std::mem::take(&mut self.buf);
+        let r = self.frames.drain(&mut buf, M::SIDE, decode_owned::<M>);
+        self.buf = buf;
+        r
     }
 
     /// Takes the next complete message from already-pushed bytes.
@@ -474,8 +544,7 @@ impl<M: WireMessage> MessageDecoder<M> {
     }
 
     fn decode_from(&mut self, buf: &mut BytesMut) -> Result<Option<M>, DecodeError> {
-        self.frames
-            .next(buf, M::SIDE, |payload, max| decode_payload(&payload, max))
+        self.frames.next(buf, M::SIDE, decode_owned::<M>)
     }
 
     /// Declares end of stream.

@@ -199,7 +199,7 @@ pub fn server_message_decode(data: &[u8]) {
 /// Shared body of the message targets.
 ///
 /// `data` is used twice: as a framed stream pushed whole (then again in small chunks, which
-/// must agree), and with its first four bytes skipped as one unframed payload (so mutations
+/// must agree, up to which error a stream with several comes first), and with its first four bytes skipped as one unframed payload (so mutations
 /// that change the payload length still reach the envelope parser). Every decoded message must
 /// re-encode within the same limit, decode to an equal message, re-encode to the same bytes,
 /// and survive the [`to_value`]/[`from_value`] round trip.
@@ -228,6 +228,9 @@ where
     }
 
     // The same stream in chunks: the same messages, and an error exactly when one-shot errs.
+    // The same error too, except that one push checks every header before any payload (as
+    // upstream does with one chunk): a framing error there may be a bad payload, earlier in
+    // the stream, for the chunked decoder.
     let mut chunked = MessageDecoder::<M>::new(limit);
     let mut chunked_msgs = Vec::new();
     let mut chunked_err = None;
@@ -246,6 +249,14 @@ where
     }
     match (&whole_result, chunked_err) {
         (Ok(msgs), None) => assert_eq!(msgs, &chunked_msgs, "chunked messages differ"),
+        (Err(e @ DecodeError::Frame { .. }), Some(c)) => assert!(
+            &c == e
+                || matches!(
+                    c,
+                    DecodeError::Cbor { .. } | DecodeError::InvalidMessage { .. }
+                ),
+            "chunked error {c:?} for one-shot {e:?}"
+        ),
         (Err(e), Some(c)) => assert_eq!(e, &c, "chunked error differs"),
         (w, c) => panic!("one-shot {w:?} but chunked error {c:?}"),
     }

@@ -107,9 +107,14 @@ pub fn decode_server_frame(
 
 /// tokio-util decoder of [`ServerFrame`]s for a client's read half. Sticky: after an error
 /// every later call fails too.
+///
+/// Reads like upstream's `ServerMessageDecoder.push`: all complete frames buffered when a
+/// batch starts (what a read added) are split, every header checked, before any payload is
+/// decoded; a batch with any bad frame yields none of its frames. The decoded batch waits in
+/// the codec until handed out, so it holds at most one read's frames.
 #[derive(Debug)]
 pub struct ServerFrameCodec {
-    frames: StickyFrames,
+    frames: StickyFrames<ServerFrame>,
 }
 
 impl ServerFrameCodec {
@@ -176,6 +181,32 @@ mod tests {
     }
 
     #[test]
+    fn an_oversize_header_later_in_a_read_wins_over_a_cbor_error_earlier_in_it() {
+        let mut bytes = BytesMut::from(&[0u8, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff][..]);
+        let mut codec = ServerFrameCodec::default();
+        assert_eq!(
+            codec.decode(&mut bytes).unwrap_err().to_string(),
+            "Invalid server protocol frame: Frame length 4294967295 exceeds configured limit of 16777216"
+        );
+        assert_eq!(
+            codec.decode(&mut bytes).unwrap_err(),
+            DecodeError::Failed { side: Side::Server }
+        );
+    }
+
+    #[test]
+    fn a_read_with_a_bad_frame_yields_none_of_its_good_frames() {
+        let mut bytes = BytesMut::new();
+        bytes.extend_from_slice(&update_frame(1));
+        bytes.extend_from_slice(&[0, 0, 0, 1, 0xff]);
+        let mut codec = ServerFrameCodec::default();
+        assert_eq!(
+            codec.decode(&mut bytes).unwrap_err().to_string(),
+            "Invalid server protocol frame: CBOR break marker is not supported"
+        );
+    }
+
+    #[test]
     fn the_stream_codec_agrees_with_the_value_codec_frame_by_frame_and_fails_the_same_way() {
         let mut bytes = BytesMut::new();
         bytes.extend_from_slice(&update_frame(1));
@@ -186,6 +217,8 @@ mod tests {
         bytes.extend_from_slice(&[0, 0, 0, 2, 0xc0, 0x00]);
         let mut ours = ServerFrameCodec::default();
         let mut reference = ClientCodec::default();
+        // The bad frame arrives in a later read than the good ones.
+        let bad = bytes.split_off(bytes.len() - 6);
         let (mut a, mut b) = (bytes.clone(), bytes);
         for _ in 0..2 {
             let frame = ours.decode(&mut a).unwrap().unwrap();
@@ -196,6 +229,8 @@ mod tests {
             };
             assert_eq!(frame, message);
         }
+        a.extend_from_slice(&bad);
+        b.extend_from_slice(&bad);
         let ours_err = ours.decode(&mut a).unwrap_err();
         assert_eq!(ours_err, reference.decode(&mut b).unwrap_err());
         assert_eq!(

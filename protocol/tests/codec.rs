@@ -231,3 +231,127 @@ fn a_pre_encoded_update_is_depth_checked_as_it_sits_inside_the_envelope() {
     });
     assert!(encode_frame(&msg, u32::MAX).is_err());
 }
+
+/// Upstream `ValidatedMessageDecoder.push`: the chunk's `FrameDecoder.push` splits (and
+/// checks the header of) every frame before any payload is decoded.
+const CBOR_ERROR_THEN_OVERSIZE_HEADER: [u8; 9] = [0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff];
+
+#[test]
+fn an_oversize_header_later_in_a_chunk_wins_over_a_cbor_error_earlier_in_it() {
+    let mut d = ClientMessageDecoder::default();
+    assert_eq!(
+        d.push(&CBOR_ERROR_THEN_OVERSIZE_HEADER)
+            .unwrap_err()
+            .to_string(),
+        "Invalid client protocol frame: Frame length 4294967295 exceeds configured limit of 16777216"
+    );
+    assert_eq!(
+        d.push(&[]).unwrap_err().to_string(),
+        "client message decoder has failed"
+    );
+    let mut d = ServerMessageDecoder::default();
+    assert_eq!(
+        d.push(&CBOR_ERROR_THEN_OVERSIZE_HEADER)
+            .unwrap_err()
+            .to_string(),
+        "Invalid server protocol frame: Frame length 4294967295 exceeds configured limit of 16777216"
+    );
+}
+
+#[test]
+fn the_same_bytes_in_two_chunks_report_the_cbor_error_of_the_first() {
+    let mut d = ClientMessageDecoder::default();
+    assert_eq!(
+        d.push(&CBOR_ERROR_THEN_OVERSIZE_HEADER[..5])
+            .unwrap_err()
+            .to_string(),
+        "Invalid client protocol frame: CBOR break marker is not supported"
+    );
+    assert_eq!(
+        d.push(&CBOR_ERROR_THEN_OVERSIZE_HEADER[5..])
+            .unwrap_err()
+            .to_string(),
+        "client message decoder has failed"
+    );
+}
+
+#[test]
+fn an_oversize_header_in_a_chunk_yields_none_of_the_chunks_good_messages() {
+    let mut chunk = encode_frame(&ClientMessage::hello(), u32::MAX)
+        .unwrap()
+        .to_vec();
+    chunk.extend_from_slice(&[0xff, 0xff, 0xff, 0xff]);
+    let mut d = ClientMessageDecoder::default();
+    assert!(matches!(
+        d.push(&chunk),
+        Err(baton_protocol::DecodeError::Frame { .. })
+    ));
+}
+
+#[test]
+fn the_first_bad_payload_of_a_chunk_wins_over_later_ones() {
+    // A break marker, then a tag: the break marker is reported.
+    let chunk = [0, 0, 0, 1, 0xff, 0, 0, 0, 2, 0xc0, 0x00];
+    let mut d = ClientMessageDecoder::default();
+    assert_eq!(
+        d.push(&chunk).unwrap_err().to_string(),
+        "Invalid client protocol frame: CBOR break marker is not supported"
+    );
+}
+
+#[test]
+fn a_good_chunk_is_delivered_even_when_the_next_chunk_fails() {
+    let hello = encode_frame(&ClientMessage::hello(), u32::MAX).unwrap();
+    let mut d = ClientMessageDecoder::default();
+    assert_eq!(d.push(&hello).unwrap(), vec![ClientMessage::hello()]);
+    assert!(d.push(&CBOR_ERROR_THEN_OVERSIZE_HEADER).is_err());
+}
+
+#[test]
+fn the_tokio_codecs_read_a_buffer_as_one_chunk() {
+    // Nothing of the buffer is delivered: the oversize header wins.
+    let mut wire = BytesMut::from(&CBOR_ERROR_THEN_OVERSIZE_HEADER[..]);
+    let mut server = ServerCodec::default();
+    assert_eq!(
+        server.decode(&mut wire).unwrap_err().to_string(),
+        "Invalid client protocol frame: Frame length 4294967295 exceeds configured limit of 16777216"
+    );
+    assert_eq!(
+        server.decode(&mut wire).unwrap_err().to_string(),
+        "client message decoder has failed"
+    );
+
+    // A good frame before a bad one in the same buffer is not delivered either.
+    let mut wire = BytesMut::new();
+    ServerCodec::default()
+        .encode(&ServerMessage::Attachment(None), &mut wire)
+        .unwrap();
+    wire.extend_from_slice(&[0, 0, 0, 1, 0xff]);
+    let mut client = ClientCodec::default();
+    assert_eq!(
+        client.decode(&mut wire).unwrap_err().to_string(),
+        "Invalid server protocol frame: CBOR break marker is not supported"
+    );
+
+    // A good buffer is handed out frame by frame, then the next read is a new chunk.
+    let mut wire = BytesMut::new();
+    let mut encoder = ServerCodec::default();
+    encoder
+        .encode(&ServerMessage::Attachment(None), &mut wire)
+        .unwrap();
+    encoder
+        .encode(&ServerMessage::Attachment(None), &mut wire)
+        .unwrap();
+    let mut client = ClientCodec::default();
+    assert_eq!(
+        client.decode(&mut wire).unwrap(),
+        Some(ServerMessage::Attachment(None))
+    );
+    wire.extend_from_slice(&[0xff, 0xff, 0xff, 0xff]);
+    assert_eq!(
+        client.decode(&mut wire).unwrap(),
+        Some(ServerMessage::Attachment(None)),
+        "the rest of the earlier chunk is still delivered"
+    );
+    assert!(client.decode(&mut wire).is_err());
+}

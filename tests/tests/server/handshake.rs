@@ -160,6 +160,19 @@ async fn oversized_frame_header_is_rejected_before_the_payload() {
 }
 
 #[tokio::test]
+async fn an_oversize_header_later_in_one_read_wins_over_a_cbor_error_earlier_in_it() {
+    // Upstream splits a whole received chunk into frames before decoding any of them.
+    let s = TestServer::unix(TestHost::new(&[]), config()).await;
+    let mut p = s.connect().await;
+    p.send_bytes(&[0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff]).await;
+    p.expect_hello_error(
+        "invalid_request",
+        "Invalid client protocol frame: Frame length 4294967295 exceeds configured limit of 16777216",
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn configured_frame_limit_applies_to_inbound_frames() {
     let mut c = config();
     c.max_frame_length = 200;
