@@ -4,6 +4,7 @@
 // `listening … server-id …` line.
 
 import { spawn } from "node:child_process";
+import { rmSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -46,10 +47,22 @@ export async function startHost(bin, { startTimeoutMs = 20000 } = {}) {
     new Promise((_, reject) => {
       timer = setTimeout(() => reject(new Error(`baton-host printed no listening line in ${startTimeoutMs} ms`)), startTimeoutMs);
     }),
-  ]).finally(() => clearTimeout(timer));
+  ])
+    .catch(async (error) => {
+      child.kill("SIGKILL");
+      await rm(root, { recursive: true, force: true });
+      throw error;
+    })
+    .finally(() => clearTimeout(timer));
 
   const socketPath = new URL(listening.url).pathname;
   let exitStatus;
+  // If this process dies without stopping the host (an uncaught error), take it down too.
+  const onExit = () => {
+    if (exitStatus === undefined) child.kill("SIGKILL");
+    rmSync(root, { recursive: true, force: true });
+  };
+  process.once("exit", onExit);
   void exited.then((status) => {
     exitStatus = status;
   });
@@ -95,6 +108,7 @@ export async function startHost(bin, { startTimeoutMs = 20000 } = {}) {
         await exited;
       }
       await rm(root, { recursive: true, force: true });
+      process.off("exit", onExit);
       return exitStatus;
     },
   };

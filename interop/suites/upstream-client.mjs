@@ -133,14 +133,17 @@ async function freshSnapshot(client, target, serviceId) {
 
 async function expectServerError(promise, code, message) {
   let error;
+  let resultNote = "";
   try {
-    await promise;
+    resultNote = ` with ${JSON.stringify(await promise) ?? "no result"}`;
   } catch (caught) {
     error = caught;
   }
-  assert.ok(error !== undefined, `expected ${code}, but the call succeeded`);
+  assert.ok(error !== undefined, `expected ${code}, but the call succeeded${resultNote}`);
   assert.ok(error instanceof ServerError, `expected a ServerError ${code}, got ${error?.name}: ${error?.message}`);
-  assert.deepEqual({ code: error.code, message: error.message }, { code, message: message ?? error.message });
+  const actual = { code: error.code, message: error.message };
+  const expected = { code, message: message ?? error.message };
+  assert.deepEqual(actual, expected, `expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`);
   return error;
 }
 
