@@ -1,11 +1,13 @@
 //! Subscribers of one published state, and the snapshots they start from.
 
 use std::cmp::Ordering;
+use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
 
 use baton_protocol::Value;
 use baton_protocol::chord::{Op, ProviderUpdate};
 use baton_server::chord::{InstanceSnapshot, MemberSnapshot, ServiceMode, SubscriptionSnapshot};
-use baton_server::{Published, Publisher, SharedUpdate};
+use baton_server::{Published, Publisher, ServiceError, SharedUpdate};
 
 /// Who registered a subscription: one connection's server services or one session lease.
 /// Subscription ids are unique per connection, so `(owner, id)` names a subscriber.
@@ -72,6 +74,44 @@ impl Subscribers {
         });
     }
 }
+
+/// The subscription ids one endpoint (a connection's server services, or one session lease)
+/// has opened and not yet closed, as upstream's `createRemoteServiceEndpoint` keeps them: an
+/// `unsubscribe` naming any other id is an error there.
+#[derive(Debug, Default)]
+pub(crate) struct SubscriptionIds {
+    ids: Mutex<HashSet<String>>,
+}
+
+impl SubscriptionIds {
+    /// Records an opened subscription.
+    pub(crate) fn opened(&self, id: &str) {
+        self.lock().insert(id.to_owned());
+    }
+
+    /// Forgets `id`.
+    ///
+    /// # Errors
+    /// `id` was never opened here, or is already closed. Upstream throws a plain
+    /// `Error("Service subscription was not found")`, which its server answers as
+    /// `internal_error` / `Internal server error`; so does this.
+    pub(crate) fn close(&self, id: &str) -> Result<(), ServiceError> {
+        if self.lock().remove(id) {
+            Ok(())
+        } else {
+            Err(ServiceError::internal(SubscriptionNotFound))
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.ids.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// An `unsubscribe` named a subscription this endpoint does not have.
+#[derive(Debug, thiserror::Error)]
+#[error("Service subscription was not found")]
+pub(crate) struct SubscriptionNotFound;
 
 /// A singleton subscription snapshot: methods and state members together, sorted by name as
 /// upstream's provider lists them (`Object.keys(implementation).sort()` in chord's

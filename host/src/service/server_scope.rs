@@ -10,7 +10,7 @@ use baton_server::chord::{ControlCall, RemoteServiceError, ServiceCall, ServiceM
 use baton_server::{CallResult, Context, Presentation, Publisher, ServiceAttachment, ServiceError};
 
 use super::errors::{arity, busy, invalid, service_error, string_arg};
-use super::publish::{Owner, snapshot};
+use super::publish::{Owner, SubscriptionIds, snapshot};
 use super::wire::parse_model;
 use super::{Shared, directory};
 use crate::provider::ThinkingLevel;
@@ -21,6 +21,9 @@ pub(crate) const MANAGEMENT: &str = "pi.session-management";
 const MANAGEMENT_METHODS: &[&str] = &["create", "attach", "detach", "remove"];
 /// The models service id.
 pub(crate) const MODELS: &str = "pi.models";
+/// The server-scope services, in catalogue order (upstream's catalogue keeps its
+/// definitions' order; it does not sort).
+const SERVICES: [&str; 3] = [MANAGEMENT, directory::SERVICE, MODELS];
 const MODELS_METHODS: &[&str] = &["list"];
 const MODELS_MEMBER: &str = "models";
 
@@ -30,6 +33,7 @@ pub struct ServerServices {
     shared: Arc<Shared>,
     presentation: Presentation,
     owner: Owner,
+    subscriptions: SubscriptionIds,
 }
 
 impl ServerServices {
@@ -39,24 +43,24 @@ impl ServerServices {
             shared,
             presentation,
             owner,
+            subscriptions: SubscriptionIds::default(),
         }
     }
 
     fn control(&self, call: &ServiceCall, publisher: Publisher) -> CallResult {
         match ControlCall::decode(call) {
-            Some(ControlCall::Catalogue) => Ok(Some(catalogue_to_value(&[
-                CatalogueEntry::new(MANAGEMENT, ServiceMode::Singleton),
-                CatalogueEntry::new(directory::SERVICE, ServiceMode::Singleton),
-                CatalogueEntry::new(MODELS, ServiceMode::Singleton),
-            ]))),
+            Some(ControlCall::Catalogue) => {
+                Ok(Some(catalogue_to_value(&SERVICES.map(|id| {
+                    CatalogueEntry::new(id, ServiceMode::Singleton)
+                }))))
+            }
             Some(ControlCall::Subscribe {
                 subscription_id,
                 service_id,
                 mode,
             }) => {
-                let known = [MANAGEMENT, directory::SERVICE, MODELS];
-                if !known.contains(&service_id.as_str()) {
-                    return Err(RemoteServiceError::unknown_service(&service_id).into());
+                if !SERVICES.contains(&service_id.as_str()) {
+                    return Err(RemoteServiceError::not_allowlisted(&service_id).into());
                 }
                 if mode != ServiceMode::Singleton {
                     return Err(RemoteServiceError::mode_mismatch(
@@ -66,6 +70,7 @@ impl ServerServices {
                     )
                     .into());
                 }
+                self.subscriptions.opened(&subscription_id);
                 let snap = match service_id.as_str() {
                     directory::SERVICE => {
                         self.shared
@@ -83,6 +88,7 @@ impl ServerServices {
                 Ok(Some(snap.to_value()))
             }
             Some(ControlCall::Unsubscribe { subscription_id }) => {
+                self.subscriptions.close(&subscription_id)?;
                 self.shared
                     .directory
                     .unsubscribe(self.owner, &subscription_id);
@@ -185,8 +191,18 @@ impl ServiceAttachment for ServerServices {
         ctx: Context,
     ) -> CallResult {
         let args = call.args.as_slice();
-        match (call.service_id.as_str(), call.member.as_str()) {
-            (baton_protocol::chord::SERVICE_CONTROL_ID, _) => self.control(&call, publish),
+        let service = call.service_id.as_str();
+        if service == baton_protocol::chord::SERVICE_CONTROL_ID {
+            return self.control(&call, publish);
+        }
+        // Upstream's `RemoteServiceProvider.invoke` order: allowlist, instance address, member.
+        if !SERVICES.contains(&service) {
+            return Err(RemoteServiceError::not_allowlisted(service).into());
+        }
+        if call.instance.is_some() {
+            return Err(RemoteServiceError::singleton_addressed(service).into());
+        }
+        match (service, call.member.as_str()) {
             (MANAGEMENT, "create") => self.create(args),
             (MANAGEMENT, "attach") => {
                 arity(args, 1, "[sessionId]")?;
@@ -208,10 +224,10 @@ impl ServiceAttachment for ServerServices {
                 arity(args, 0, "[]")?;
                 Ok(Some(self.shared.models.clone()))
             }
-            (service @ (MANAGEMENT | MODELS | directory::SERVICE), member) => {
-                Err(RemoteServiceError::unknown_member(service, member).into())
+            (directory::SERVICE, member @ directory::MEMBER) | (MODELS, member @ MODELS_MEMBER) => {
+                Err(RemoteServiceError::not_a_method(service, member).into())
             }
-            (service, _) => Err(RemoteServiceError::unknown_service(service).into()),
+            (service, member) => Err(RemoteServiceError::unknown_member(service, member).into()),
         }
     }
 

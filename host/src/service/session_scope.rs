@@ -10,8 +10,8 @@ use baton_server::{CallResult, Context, Publisher, ServiceAttachment, ServiceErr
 
 use super::Shared;
 use super::errors::{arity, invalid, service_error, string_arg};
-use super::live::{LiveSession, SERVICE};
-use super::publish::Owner;
+use super::live::{LiveSession, MEMBER, SERVICE};
+use super::publish::{Owner, SubscriptionIds};
 use crate::provider::{ModelRef, ThinkingLevel};
 
 /// A connection's lease on a hosted session.
@@ -20,6 +20,7 @@ pub struct SessionLease {
     shared: Arc<Shared>,
     live: Arc<LiveSession>,
     owner: Owner,
+    subscriptions: SubscriptionIds,
 }
 
 impl SessionLease {
@@ -30,6 +31,7 @@ impl SessionLease {
             shared,
             live,
             owner,
+            subscriptions: SubscriptionIds::default(),
         }
     }
 
@@ -45,7 +47,7 @@ impl SessionLease {
                 mode,
             }) => {
                 if service_id != SERVICE {
-                    return Err(RemoteServiceError::unknown_service(&service_id).into());
+                    return Err(RemoteServiceError::not_allowlisted(&service_id).into());
                 }
                 if mode != ServiceMode::Singleton {
                     return Err(RemoteServiceError::mode_mismatch(
@@ -55,10 +57,12 @@ impl SessionLease {
                     )
                     .into());
                 }
+                self.subscriptions.opened(&subscription_id);
                 let snap = self.live.subscribe(self.owner, subscription_id, publisher);
                 Ok(Some(snap.to_value()))
             }
             Some(ControlCall::Unsubscribe { subscription_id }) => {
+                self.subscriptions.close(&subscription_id)?;
                 self.live.unsubscribe(self.owner, &subscription_id);
                 Ok(None)
             }
@@ -102,6 +106,7 @@ impl SessionLease {
                 None
             }
             "bash" => Some(self.bash(args).await?),
+            MEMBER => return Err(RemoteServiceError::not_a_method(SERVICE, MEMBER).into()),
             other => return Err(RemoteServiceError::unknown_member(SERVICE, other).into()),
         };
         // Answer only once the updates describing the call's effect are on their way.
@@ -204,10 +209,14 @@ impl ServiceAttachment for SessionLease {
         publish: Publisher,
         ctx: Context,
     ) -> CallResult {
+        // Upstream's `RemoteServiceProvider.invoke` order: allowlist, instance address, member.
         match call.service_id.as_str() {
             SERVICE_CONTROL_ID => self.control(&call, publish),
+            SERVICE if call.instance.is_some() => {
+                Err(RemoteServiceError::singleton_addressed(SERVICE).into())
+            }
             SERVICE => self.method(&call.member, &call.args, &ctx).await,
-            other => Err(RemoteServiceError::unknown_service(other).into()),
+            other => Err(RemoteServiceError::not_allowlisted(other).into()),
         }
     }
 

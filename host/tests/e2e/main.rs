@@ -9,6 +9,8 @@
     reason = "test binary: helpers unwrap like the tests they serve"
 )]
 
+mod chord_errors;
 mod in_process;
 mod process;
+mod raw;
 mod support;

@@ -16,6 +16,9 @@ use baton_protocol::{ServerId, Value};
 use baton_server::{Listener, Server, ServerConfig};
 use tempfile::TempDir;
 
+/// The server id every harness serves.
+pub(crate) const SERVER_ID: &str = "00000000-0000-4000-8000-0000000000e2";
+
 /// How long anything may take before the test is declared hung.
 pub(crate) const HANG: Duration = Duration::from_secs(120);
 
@@ -119,7 +122,7 @@ impl Harness {
         )
         .unwrap();
         let host = ServiceHost::new(manager).unwrap();
-        let server_id = ServerId::parse("00000000-0000-4000-8000-0000000000e2").unwrap();
+        let server_id = ServerId::parse(SERVER_ID).unwrap();
         let server = Server::start(
             ServerConfig::new(server_id),
             host.clone(),
@@ -145,6 +148,15 @@ impl Harness {
         )
         .await
         .unwrap()
+    }
+
+    /// A connected frame-level client.
+    pub(crate) async fn raw(&self) -> crate::raw::RawPeer {
+        guard(
+            "raw connect",
+            crate::raw::RawPeer::connect(&self.socket, ServerId::parse(SERVER_ID).unwrap()),
+        )
+        .await
     }
 
     /// Creates a session (through `client`) and returns its id.
