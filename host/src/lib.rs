@@ -42,6 +42,8 @@ pub mod agent;
 pub mod clock;
 #[doc(hidden)]
 pub mod fuzzing;
+#[doc(hidden)]
+pub mod interop;
 pub mod message;
 pub mod models;
 pub mod projection;
