@@ -358,6 +358,100 @@ mod tests {
         }
     }
 
+    /// The ops of the last event of `events`, as JSON texts, after the others were applied.
+    fn last_event_ops(events: &[SessionEventKind]) -> Vec<String> {
+        let (last, before) = events.split_last().unwrap();
+        let mut reference = state();
+        for e in before {
+            reference.apply(e);
+        }
+        let value = session_state_value(&reference).unwrap();
+        check(events);
+        event_ops(last, &value)
+            .unwrap()
+            .iter()
+            .map(|o| o.to_value().to_json())
+            .collect()
+    }
+
+    fn streamed(settled: &str) -> Vec<SessionEventKind> {
+        vec![
+            SessionEventKind::ItemAdded {
+                item: item(STREAMING),
+            },
+            SessionEventKind::BlockAdded {
+                index: 0,
+                content_index: 0,
+                block: AssistantContent::Text(TextContent::new("")),
+            },
+            SessionEventKind::TextAppended {
+                index: 0,
+                content_index: 0,
+                delta: "Hello there".into(),
+            },
+            SessionEventKind::ItemReplaced {
+                index: 0,
+                item: item(settled),
+            },
+        ]
+    }
+
+    #[test]
+    fn settling_an_assistant_item_sets_only_the_fields_that_changed() {
+        // No `d` and no re-sent `provider`, `model` or `timestamp`: the settled fields are
+        // new keys at the end, and `usage` changes only where its counts did.
+        assert_eq!(
+            last_event_ops(&streamed(SETTLED)),
+            [
+                r#"["s",["transcript",0,"status"],"complete"]"#,
+                r#"["s",["transcript",0,"usage","input"],1]"#,
+                r#"["s",["transcript",0,"usage","output"],2]"#,
+                r#"["s",["transcript",0,"usage","totalTokens"],3]"#,
+                r#"["s",["transcript",0,"stopReason"],"stop"]"#,
+            ]
+        );
+        let failed = SETTLED
+            .replace(r#""status":"complete""#, r#""status":"error""#)
+            .replace(
+                r#""stopReason":"stop""#,
+                r#""stopReason":"error","errorMessage":"boom""#,
+            );
+        assert_eq!(
+            last_event_ops(&streamed(&failed)),
+            [
+                r#"["s",["transcript",0,"status"],"error"]"#,
+                r#"["s",["transcript",0,"usage","input"],1]"#,
+                r#"["s",["transcript",0,"usage","output"],2]"#,
+                r#"["s",["transcript",0,"usage","totalTokens"],3]"#,
+                r#"["s",["transcript",0,"stopReason"],"error"]"#,
+                r#"["s",["transcript",0,"errorMessage"],"boom"]"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn finishing_a_tool_item_sets_only_the_fields_that_changed() {
+        let running = r#"{"id":"00000004","role":"tool","status":"running","toolCallId":"c1","toolName":"bash","arguments":{"command":"ls"},"content":[],"isError":false,"timestamp":6}"#;
+        let finished = r#"{"id":"00000004","role":"tool","status":"complete","toolCallId":"c1","toolName":"bash","arguments":{"command":"ls"},"content":[{"type":"text","text":"a"}],"isError":false,"timestamp":6,"details":{"exitCode":0}}"#;
+        let ops = last_event_ops(&[
+            SessionEventKind::ItemAdded {
+                item: item(running),
+            },
+            SessionEventKind::ItemReplaced {
+                index: 0,
+                item: item(finished),
+            },
+        ]);
+        assert_eq!(
+            ops,
+            [
+                r#"["s",["transcript",0,"status"],"complete"]"#,
+                r#"["s",["transcript",0,"content"],[{"type":"text","text":"a"}]]"#,
+                r#"["s",["transcript",0,"details"],{"exitCode":0}]"#,
+            ]
+        );
+    }
+
     #[test]
     fn settings_and_steering_map_to_sets() {
         let ops = check(&[

@@ -74,18 +74,16 @@ pub enum ItemBody {
         timestamp: u64,
     },
     /// A model response, streaming or settled.
+    ///
+    /// Field order is wire key order, and the fields a settled response adds come last: a
+    /// key inserted before existing ones would make a key-order-preserving diff delete and
+    /// re-set every later field when the item settles.
     #[serde(rename_all = "camelCase")]
     Assistant {
         /// Streaming or settled status.
         status: AssistantStatus,
         /// Content blocks so far.
         content: Vec<AssistantContent>,
-        /// Set once settled.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        stop_reason: Option<StopReason>,
-        /// For `error` / `aborted`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        error_message: Option<String>,
         /// Provider id.
         provider: String,
         /// Model id.
@@ -94,8 +92,16 @@ pub enum ItemBody {
         usage: Usage,
         /// Unix ms.
         timestamp: u64,
+        /// Set once settled.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<StopReason>,
+        /// For `error` / `aborted`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_message: Option<String>,
     },
     /// A tool call and (once finished) its result.
+    ///
+    /// As for [`ItemBody::Assistant`], the field a finished call adds (`details`) comes last.
     #[serde(rename_all = "camelCase")]
     Tool {
         /// Running or finished status.
@@ -108,13 +114,13 @@ pub enum ItemBody {
         arguments: Value,
         /// Result content (empty while running).
         content: Vec<UserContent>,
-        /// Result details.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        details: Option<Value>,
         /// Result error flag (false while running).
         is_error: bool,
         /// Unix ms.
         timestamp: u64,
+        /// Result details.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        details: Option<Value>,
     },
     /// A user shell command.
     BashExecution(BashExecutionMessage),
