@@ -1,7 +1,7 @@
 //! Client errors, by cause. Server errors keep the server's code and message.
 
 use baton_protocol::handshake::HandshakeError;
-use baton_protocol::{DecodeError, EncodeError, WireError};
+use baton_protocol::{DecodeError, EncodeError, ErrorCode, WireError};
 
 use crate::endpoint::Endpoint;
 use crate::tls::TlsConfigError;
@@ -71,6 +71,18 @@ impl ConnectError {
             _ => None,
         }
     }
+
+    /// The server's error code as one baton knows ([`ErrorCode::Version`] for a version
+    /// mismatch); `None` for other errors and for codes baton does not know.
+    pub fn server_kind(&self) -> Option<ErrorCode> {
+        match self {
+            Self::Handshake {
+                source: HandshakeError::Server(e),
+                ..
+            } => e.kind(),
+            _ => None,
+        }
+    }
 }
 
 /// Why a request did not produce a result.
@@ -111,5 +123,19 @@ impl RequestError {
             Self::Server(e) => Some(e.code.as_str()),
             _ => None,
         }
+    }
+
+    /// The server's error code as one baton knows (e.g. [`ErrorCode::SessionNotFound`]);
+    /// `None` for local errors and for codes baton does not know (see [`code`](Self::code)).
+    pub fn kind(&self) -> Option<ErrorCode> {
+        match self {
+            Self::Server(e) => e.kind(),
+            _ => None,
+        }
+    }
+
+    /// Whether the server answered with `code`.
+    pub fn is(&self, code: ErrorCode) -> bool {
+        matches!(self, Self::Server(e) if e.is(code))
     }
 }

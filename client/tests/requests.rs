@@ -10,7 +10,7 @@ use baton_client::{
     Client, ConnectError, ReconnectPolicy, Reply, RequestError, RequestOptions, Status,
 };
 use baton_protocol::{
-    ClientMessage, Id, Outcome, ServerMessage, SessionTarget, Target, Value, WireError,
+    ClientMessage, ErrorCode, Id, Outcome, ServerMessage, SessionTarget, Target, Value, WireError,
 };
 use support::{HANG_GUARD, Listener, other_server_id, server_id};
 use tokio_util::sync::CancellationToken;
@@ -57,8 +57,8 @@ async fn hello_error_keeps_the_server_code() {
     let server = async {
         let mut peer = listener.accept().await;
         assert_eq!(peer.recv().await, ClientMessage::hello());
-        peer.send(ServerMessage::HelloError(WireError::new(
-            "version",
+        peer.send(ServerMessage::HelloError(WireError::from_code(
+            ErrorCode::Version,
             "Unsupported protocol version 8; expected 9",
         )))
         .await;
@@ -67,6 +67,7 @@ async fn hello_error_keeps_the_server_code() {
     let (result, _peer) = tokio::join!(Client::connect(listener.config()), server);
     let err = result.unwrap_err();
     assert_eq!(err.server_code(), Some("version"));
+    assert_eq!(err.server_kind(), Some(ErrorCode::Version));
     assert!(
         err.to_string()
             .contains("Unsupported protocol version 8; expected 9")
@@ -118,14 +119,43 @@ async fn server_errors_keep_their_code_and_message() {
         let r = peer.recv_request().await;
         peer.respond(
             &r.id,
-            Outcome::Error(WireError::new("session_not_found", "Session was not found")),
+            Outcome::Error(WireError::from_code(
+                ErrorCode::SessionNotFound,
+                "Session was not found",
+            )),
         )
         .await;
     };
     let (result, ()) = tokio::join!(req, server);
     let err = result.unwrap_err();
     assert_eq!(err.code(), Some("session_not_found"));
+    assert_eq!(err.kind(), Some(ErrorCode::SessionNotFound));
+    assert!(err.is(ErrorCode::SessionNotFound));
+    assert!(!err.is(ErrorCode::SessionNotAttached));
     assert_eq!(err.to_string(), "session_not_found: Session was not found");
+}
+
+#[tokio::test]
+async fn a_server_code_baton_does_not_know_keeps_its_text_and_has_no_kind() {
+    let listener = Listener::bind();
+    let (client, mut peer) = connected(&listener).await;
+    let req = client.request(client.server_target(), call("x"));
+    let server = async {
+        let r = peer.recv_request().await;
+        // Codes are opaque to a client: an application's own code must still arrive.
+        peer.respond(
+            &r.id,
+            Outcome::Error(WireError::new("application_error", "boom")),
+        )
+        .await;
+    };
+    let (result, ()) = tokio::join!(req, server);
+    let err = result.unwrap_err();
+    assert_eq!(err.code(), Some("application_error"));
+    assert_eq!(err.kind(), None);
+    assert!(!err.is(ErrorCode::InternalError));
+    // Local errors carry no server code.
+    assert_eq!(RequestError::Closed.kind(), None);
 }
 
 #[tokio::test]

@@ -23,7 +23,7 @@ use baton_client::{
     Subscription, SubscriptionEvent, TlsOptions,
 };
 use baton_protocol::chord::{ServiceCall, ServiceMode};
-use baton_protocol::{Map, ServerId, Value, unix};
+use baton_protocol::{ErrorCode, Map, ServerId, Value, unix};
 use tokio::io::AsyncBufReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -343,8 +343,8 @@ async fn execute(client: &Client, args: &Args, command: Command) -> Result<(), F
 }
 
 async fn open_session(client: &Client, session: &str) -> Result<(Session, Subscription), Failure> {
-    let session = client.attach(session).await.map_err(|e| match e.code() {
-        Some("session_not_found") => Failure::op(format!("unknown session {session:?}")),
+    let session = client.attach(session).await.map_err(|e| match e.kind() {
+        Some(ErrorCode::SessionNotFound) => Failure::op(format!("unknown session {session:?}")),
         _ => Failure::from(e),
     })?;
     let sub = session
