@@ -58,7 +58,9 @@ struct Hosted<H: ServerHost> {
 /// A connection's current attachment.
 struct Attachment<H: ServerHost> {
     hosted: Arc<Hosted<H>>,
-    requested: Id,
+    /// The canonical session id, as announced in the `attachment` frame (a host may resolve a
+    /// prefix or alias; the client's target then carries the id the directory lists).
+    session_id: Id,
     attachment_id: Id,
     lease: Arc<Lease<H>>,
     ops: TaskTracker,
@@ -176,7 +178,7 @@ impl<H: ServerHost> Router<H> {
             }
             match current.as_ref() {
                 Some(a)
-                    if a.requested == target.session_id
+                    if a.session_id == target.session_id
                         && a.attachment_id == target.attachment_id
                         && !a.hosted.invalidated.load(Ordering::Acquire) =>
                 {
@@ -224,7 +226,7 @@ impl<H: ServerHost> Router<H> {
             return Err(draining());
         }
         if let Some(a) = current.as_ref()
-            && (a.requested == requested || a.hosted.session_id == session_id)
+            && (a.session_id == requested || a.hosted.session_id == session_id)
             && !a.hosted.invalidated.load(Ordering::Acquire)
         {
             // Idempotent: the current attachmentId stays valid; no frame.
@@ -262,15 +264,16 @@ impl<H: ServerHost> Router<H> {
             }
             return Err(draining());
         }
+        let canonical = Id::new(hosted.session_id.clone()).unwrap_or(requested);
         slot.publish(Some(SessionTarget {
             server_id: self.server_id.clone(),
-            session_id: requested.clone(),
+            session_id: canonical.clone(),
             attachment_id: attachment_id.clone(),
         }));
         tracing::debug!(session = %hosted.session_id, attachment = %attachment_id, "attached");
         *current = Some(Attachment {
             hosted,
-            requested,
+            session_id: canonical,
             attachment_id,
             lease,
             ops: TaskTracker::new(),

@@ -179,12 +179,21 @@ async fn unknown_and_ambiguous_sessions_do_not_open_anything() {
 }
 
 #[tokio::test]
-async fn attachment_route_keeps_the_requested_session_id() {
+async fn attachment_route_carries_the_canonical_session_id_the_host_resolved() {
     let s = TestServer::unix(TestHost::new(&["abc1", "xyz"]), config()).await;
     let mut p = s.ready_peer().await;
     let route = p.attach("abc").await;
-    assert_eq!(route.session_id, id("abc"));
+    assert_eq!(route.session_id, id("abc1"), "the id the host resolved, not the prefix");
     assert_eq!(s.host.lock().opens["abc1"], 1);
+    // Attaching again by the full id is the same attachment (no frame), and the route works.
+    assert_eq!(
+        p.call(p.server_target(), attach_call("abc1")).await,
+        Outcome::Value(Value::Null)
+    );
+    assert_eq!(
+        p.call(Target::Session(route), echo(7)).await,
+        Outcome::Value(Value::from(7))
+    );
 }
 
 #[tokio::test]
