@@ -5,13 +5,21 @@
 //! slowly a consumer reads. Change events go through a bounded queue; when a consumer falls
 //! that far behind, the missed events collapse into one [`SubscriptionEvent::Lagged`] (in
 //! order, never reordered), and [`Subscription::state`] still shows the exact server state.
+//!
+//! A server re-baselines a subscriber that fell behind with `reset` (pi 1.0.x) or, in baton,
+//! with `replaced` (singleton) or `closed` + `spawned` (keyed); each is applied as the update
+//! it is and reported as [`SubscriptionEvent::Update`], as `reset` is. A `spawned` for an
+//! instance the client already holds replaces it, path dictionaries included.
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use baton_protocol::chord::{ChordError, ProviderUpdate, Replica, ServiceMode, StateDecoder};
+use baton_protocol::chord::{
+    ChordError, InstanceAddress, ProviderUpdate, Replica, ServiceMode, StateDecoder,
+};
+use baton_protocol::limits::{CborLimits, MAX_CONFIGURABLE_CBOR_DEPTH};
 use baton_protocol::{Id, Target, Value};
 use bytes::Bytes;
 use futures::Stream;
@@ -226,7 +234,7 @@ impl Sub {
         replica.apply_snapshot(snapshot)?;
         let mut applied = Vec::with_capacity(early.len());
         for raw in early {
-            let update = Arc::new(decoder.decode_update_cbor(&raw)?);
+            let update = Arc::new(decode_update(&mut decoder, &raw)?);
             replica.apply_update_ref(&update)?;
             applied.push(update);
         }
@@ -240,6 +248,58 @@ impl Sub {
         }
         Ok(())
     }
+}
+
+/// Limits for re-reading update bytes that already passed the frame's limits.
+const REREAD: CborLimits = CborLimits {
+    max_byte_length: u32::MAX,
+    max_container_length: u32::MAX,
+    max_depth: MAX_CONFIGURABLE_CBOR_DEPTH,
+    max_total_items: u32::MAX,
+};
+
+/// Decodes one update's bytes, treating a `spawned` for an instance address the client
+/// already holds as replacing it: that instance's path dictionaries are dropped and the
+/// update decoded afresh (a server re-baselining a subscriber that fell behind re-spawns
+/// every live instance). The replica then replaces the instance with the same key.
+///
+/// A key that comes back under a new generation keeps the old generation's dictionaries
+/// until its `closed`, as upstream's decoder does: the encoder keeps them too, and may
+/// still send updates for it (which the replica ignores).
+fn decode_update(decoder: &mut StateDecoder, raw: &[u8]) -> Result<ProviderUpdate, ChordError> {
+    match decoder.decode_update_cbor(raw) {
+        Err(ChordError::DuplicateState(described)) => {
+            let value = baton_protocol::cbor::decode_value(raw, &REREAD)?;
+            let Some(address) = spawned_address(&value) else {
+                return Err(ChordError::DuplicateState(described));
+            };
+            // Also drops whatever the failed attempt had added for this address.
+            forget_instance(decoder, &address)?;
+            decoder.decode_update(&value)
+        }
+        other => other,
+    }
+}
+
+/// The address of a wire `spawned` update, if `value` is one.
+fn spawned_address(value: &Value) -> Option<InstanceAddress> {
+    let map = value.as_map()?;
+    if map.get("type")?.as_str()? != "spawned" {
+        return None;
+    }
+    InstanceAddress::parse(map.get("instance")?.as_map()?.get("instance")?).ok()
+}
+
+/// Drops the decoder's path dictionaries of one instance, as a `closed` for it would (the
+/// decoder has no other way to forget an instance; the replica is not told).
+fn forget_instance(
+    decoder: &mut StateDecoder,
+    address: &InstanceAddress,
+) -> Result<(), ChordError> {
+    let closed = ProviderUpdate::Closed {
+        instance: address.clone(),
+    };
+    decoder.decode_update(&closed.to_value()).map(drop)
 }
 
 /// Driver-side state of every subscription of one client.
@@ -347,8 +407,7 @@ impl SubCore {
             }
             Phase::Active { decoder } => {
                 // A wire form we cannot decode means the server is broken: fail the connection.
-                let decoded = decoder
-                    .decode_update_cbor(&update)
+                let decoded = decode_update(decoder, &update)
                     .map_err(|e| format!("invalid service update for {wire_id}: {e}"))?;
                 // Applied by reference, so the event shares the update instead of a copy.
                 let decoded = Arc::new(decoded);

@@ -4,8 +4,8 @@
 
 mod support;
 
-use baton_client::{Client, ReconnectPolicy, RequestError, SubscriptionEvent};
-use baton_protocol::chord::{ControlCall, ServiceCall, ServiceMode};
+use baton_client::{Client, ReconnectPolicy, RequestError, Subscription, SubscriptionEvent};
+use baton_protocol::chord::{ControlCall, InstanceAddress, ServiceCall, ServiceMode};
 use baton_protocol::{ClientMessage, Id, Outcome, ServerMessage, ServiceUpdate, Value};
 use std::time::Duration;
 use support::{HANG_GUARD, Listener, Peer};
@@ -27,8 +27,13 @@ fn update(sub: &str, body: &str) -> ServerMessage {
     })
 }
 
-/// Receives a subscribe control call; returns (request id, subscription id).
+/// Receives a subscribe control call to `pi.models`; returns (request id, subscription id).
 async fn recv_subscribe(peer: &mut Peer) -> (Id, String) {
+    recv_subscribe_to(peer, "pi.models", ServiceMode::Singleton).await
+}
+
+/// Receives a subscribe control call to `service`; returns (request id, subscription id).
+async fn recv_subscribe_to(peer: &mut Peer, service: &str, expected: ServiceMode) -> (Id, String) {
     let r = peer.recv_request().await;
     let call = ServiceCall::parse(&r.call).unwrap();
     match ControlCall::decode(&call) {
@@ -37,8 +42,8 @@ async fn recv_subscribe(peer: &mut Peer) -> (Id, String) {
             service_id,
             mode,
         }) => {
-            assert_eq!(service_id, "pi.models");
-            assert_eq!(mode, ServiceMode::Singleton);
+            assert_eq!(service_id, service);
+            assert_eq!(mode, expected);
             (r.id, subscription_id)
         }
         other => panic!("expected subscribe, got {other:?}"),
@@ -62,9 +67,7 @@ async fn connected(listener: &Listener) -> (Client, Peer) {
 /// Connects, subscribes to `pi.models` and answers with a snapshot whose state is
 /// `{"text":""}`. Returns the client (dropping it closes the connection), the scripted
 /// server's end, the subscription and its wire id.
-async fn subscribed_to_text(
-    listener: &Listener,
-) -> (Client, Peer, baton_client::Subscription, String) {
+async fn subscribed_to_text(listener: &Listener) -> (Client, Peer, Subscription, String) {
     let (client, mut peer) = connected(listener).await;
     let subscribe = client.subscribe("pi.models", ServiceMode::Singleton);
     let server = async {
@@ -77,7 +80,7 @@ async fn subscribed_to_text(
     (client, peer, sub.unwrap(), wire_id)
 }
 
-fn revision(sub: &baton_client::Subscription) -> Option<Value> {
+fn revision(sub: &Subscription) -> Option<Value> {
     sub.state().value(None, "state").cloned()
 }
 
@@ -395,6 +398,11 @@ async fn an_update_the_client_cannot_decode_fails_the_connection_with_the_decode
             r#"{"type":"state","member":"nope","sequence":1,"ops":[["a",["text"],"x"]]}"#,
             "invalid service update for service-1: Unknown service state nope",
         ),
+        // A `spawned` may replace an instance the client holds, but not repeat a state.
+        (
+            r#"{"type":"spawned","instance":{"instance":{"key":"k","generation":1},"members":[{"name":"x","kind":"state","sequence":0,"ops":[["r",1]]},{"name":"x","kind":"state","sequence":0,"ops":[["r",2]]}]}}"#,
+            "invalid service update for service-1: Duplicate service state k@1.x",
+        ),
     ];
     for (body, expected) in cases {
         // The connection is lost (no reconnect policy here), so the subscription first
@@ -405,4 +413,173 @@ async fn an_update_the_client_cannot_decode_fails_the_connection_with_the_decode
             "update {body}"
         );
     }
+}
+
+/// The next event, within the hang guard.
+async fn next(sub: &mut Subscription) -> Option<SubscriptionEvent> {
+    tokio::time::timeout(HANG_GUARD, sub.next_event())
+        .await
+        .expect("an event arrives")
+}
+
+#[tokio::test]
+async fn a_singleton_replaced_update_rebaselines_the_replica_and_its_sequences() {
+    let listener = Listener::bind();
+    let (_client, mut peer, mut sub, wire_id) = subscribed_to_text(&listener).await;
+    assert!(matches!(
+        next(&mut sub).await,
+        Some(SubscriptionEvent::Snapshot { resynced: false })
+    ));
+    // Path id 0 is defined before the server drops this subscriber's backlog.
+    peer.send(update(
+        &wire_id,
+        r##"{"type":"state","member":"state","sequence":1,"ops":[["#",0,["text"]],["a",0,"x"]]}"##,
+    ))
+    .await;
+    // The backlog (sequences 2..=150) is replaced by the current snapshot.
+    peer.send(update(
+        &wire_id,
+        r#"{"type":"replaced","snapshot":{"members":[{"name":"select","kind":"method"},{"name":"state","kind":"state","sequence":150,"ops":[["r",{"text":"fresh"}]]}]}}"#,
+    ))
+    .await;
+    // `replaced` cleared the path dictionary: id 0 is defined afresh.
+    peer.send(update(&wire_id, r##"{"type":"state","member":"state","sequence":151,"ops":[["#",0,["text"]],["a",0,"!"]]}"##)).await;
+
+    let mut types = Vec::new();
+    for _ in 0..3 {
+        match next(&mut sub).await {
+            Some(SubscriptionEvent::Update(u)) => types.push(u.type_name()),
+            other => panic!("expected an update, got {other:?}"),
+        }
+    }
+    assert_eq!(types, ["state", "replaced", "state"]);
+    assert_eq!(revision(&sub), Some(json(r#"{"text":"fresh!"}"#)));
+    assert_eq!(sub.state().sequence(None, "state"), Some(151));
+    assert!(sub.try_next_event().is_none(), "no resync was needed");
+}
+
+#[tokio::test]
+async fn a_reset_update_still_rebaselines_the_replica() {
+    let listener = Listener::bind();
+    let (_client, mut peer, mut sub, wire_id) = subscribed_to_text(&listener).await;
+    assert!(matches!(
+        next(&mut sub).await,
+        Some(SubscriptionEvent::Snapshot { resynced: false })
+    ));
+    peer.send(update(
+        &wire_id,
+        &format!(
+            r#"{{"type":"reset","snapshot":{}}}"#,
+            snapshot(101, r#"{"text":"reset"}"#).to_json()
+        ),
+    ))
+    .await;
+    peer.send(update(
+        &wire_id,
+        r#"{"type":"state","member":"state","sequence":102,"ops":[["a",["text"],"!"]]}"#,
+    ))
+    .await;
+    let mut types = Vec::new();
+    for _ in 0..2 {
+        match next(&mut sub).await {
+            Some(SubscriptionEvent::Update(u)) => types.push(u.type_name()),
+            other => panic!("expected an update, got {other:?}"),
+        }
+    }
+    assert_eq!(types, ["reset", "state"]);
+    assert_eq!(revision(&sub), Some(json(r#"{"text":"reset!"}"#)));
+    assert_eq!(sub.state().sequence(None, "state"), Some(102));
+}
+
+fn dialog(key: &str, generation: u64, sequence: u64, value: &str) -> String {
+    format!(
+        r#"{{"instance":{{"key":"{key}","generation":{generation}}},"members":[{{"name":"request","kind":"state","sequence":{sequence},"ops":[["r",{value}]]}}]}}"#
+    )
+}
+
+#[tokio::test]
+async fn a_keyed_resync_closes_stale_instances_and_respawns_the_live_ones() {
+    let listener = Listener::bind();
+    let (client, mut peer) = connected(&listener).await;
+    let subscribe = client.subscribe("pi.dialogs", ServiceMode::Keyed);
+    let server = async {
+        let (id, sub) = recv_subscribe_to(&mut peer, "pi.dialogs", ServiceMode::Keyed).await;
+        let snapshot = format!(
+            r#"{{"serviceId":"pi.dialogs","mode":"keyed","instances":[{},{},{}]}}"#,
+            dialog("a", 1, 0, r#"{"n":0}"#),
+            dialog("b", 1, 0, r#"{"n":0}"#),
+            dialog("c", 1, 0, r#"{"n":0}"#),
+        );
+        peer.respond(&id, Outcome::Value(json(&snapshot))).await;
+        sub
+    };
+    let (sub, wire_id) = tokio::join!(subscribe, server);
+    let mut sub = sub.unwrap();
+    assert!(matches!(
+        next(&mut sub).await,
+        Some(SubscriptionEvent::Snapshot { resynced: false })
+    ));
+    // `a@1` defines path id 0 before the server drops this subscriber's backlog.
+    peer.send(update(&wire_id, r##"{"type":"state","instance":{"key":"a","generation":1},"member":"request","sequence":1,"ops":[["#",0,["n"]],["s",0,1]]}"##)).await;
+
+    // The resync: the dropped backlog's `closed` updates (one for a generation the client
+    // never saw, which is ignored), then `spawned` for every live instance, including the
+    // ones the client already holds and one whose key came back under a new generation.
+    let resync = [
+        r#"{"type":"closed","instance":{"key":"b","generation":7}}"#.to_owned(),
+        r#"{"type":"closed","instance":{"key":"b","generation":1}}"#.to_owned(),
+        format!(
+            r#"{{"type":"spawned","instance":{}}}"#,
+            dialog("a", 1, 120, r#"{"n":120}"#)
+        ),
+        format!(
+            r#"{{"type":"spawned","instance":{}}}"#,
+            dialog("c", 2, 5, r#"{"n":5}"#)
+        ),
+        format!(
+            r#"{{"type":"spawned","instance":{}}}"#,
+            dialog("d", 1, 0, r#"{"n":0}"#)
+        ),
+    ];
+    for body in &resync {
+        peer.send(update(&wire_id, body)).await;
+    }
+    // The re-spawned `a@1` has a fresh dictionary: id 0 is defined again.
+    peer.send(update(&wire_id, r##"{"type":"state","instance":{"key":"a","generation":1},"member":"request","sequence":121,"ops":[["#",0,["n"]],["s",0,121]]}"##)).await;
+    // An update for the replaced generation of `c` is ignored.
+    peer.send(update(&wire_id, r#"{"type":"state","instance":{"key":"c","generation":1},"member":"request","sequence":1,"ops":[["s",["n"],1]]}"#)).await;
+    peer.send(update(&wire_id, r#"{"type":"state","instance":{"key":"c","generation":2},"member":"request","sequence":6,"ops":[["s",["n"],6]]}"#)).await;
+
+    let mut types = Vec::new();
+    for _ in 0..9 {
+        match next(&mut sub).await {
+            Some(SubscriptionEvent::Update(u)) => types.push(u.type_name()),
+            other => panic!("expected an update, got {other:?} after {types:?}"),
+        }
+    }
+    assert_eq!(
+        types,
+        [
+            "state", "closed", "closed", "spawned", "spawned", "spawned", "state", "state", "state"
+        ]
+    );
+    let state = sub.state();
+    let live: Vec<String> = state
+        .instances()
+        .iter()
+        .map(|i| i.address().unwrap().to_string())
+        .collect();
+    assert_eq!(live, ["a@1", "c@2", "d@1"]);
+    let at = |key: &str, generation| InstanceAddress::new(key, generation);
+    assert_eq!(
+        state.value(Some(&at("a", 1)), "request"),
+        Some(&json(r#"{"n":121}"#))
+    );
+    assert_eq!(state.sequence(Some(&at("a", 1)), "request"), Some(121));
+    assert_eq!(
+        state.value(Some(&at("c", 2)), "request"),
+        Some(&json(r#"{"n":6}"#))
+    );
+    assert!(sub.try_next_event().is_none(), "no resync was needed");
+    assert!(matches!(client.status(), baton_client::Status::Connected));
 }
