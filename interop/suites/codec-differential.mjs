@@ -297,15 +297,21 @@ if (process.env.INTEROP_DUMP) {
   writeFileSync(process.env.INTEROP_DUMP, lines.join("\n") + (lines.length ? "\n" : ""));
 }
 
+// "error: …" for a refusal, else "ok" (the examples show the values).
+function verdictOf(description) {
+  const at = description.startsWith("error: ") ? 0 : description.lastIndexOf("] error: ");
+  return at < 0 ? "ok" : description.slice(at === 0 ? 0 : at + 2);
+}
+
 function printMismatches(cat) {
   const bySignature = new Map();
   for (const m of cat.mismatches) {
-    const sig = `${m.known ?? "UNKNOWN"} | upstream ${m.upstream.replace(/^\[.*?\] ?/, "")} | baton ${m.baton.replace(/^\[.*?\] ?/, "")}`;
+    const sig = `${m.known ?? "UNKNOWN"} | upstream ${verdictOf(m.upstream)} | baton ${verdictOf(m.baton)}`;
     if (!bySignature.has(sig)) bySignature.set(sig, []);
     bySignature.get(sig).push(m);
   }
-  console.log(`  ${cat.name}: ${cat.mismatches.length} of ${cat.count} differ, ${bySignature.size} distinct verdict pairs:`);
-  for (const [sig, ms] of bySignature) {
+  console.log(`  ${cat.name}: ${cat.mismatches.length} of ${cat.count} differ, ${bySignature.size} distinct verdict pairs (shortest inputs first):`);
+  for (const [sig, ms] of [...bySignature].slice(0, 6)) {
     ms.sort((a, b) => a.input.length - b.input.length);
     console.log(`    ${ms.length} × ${sig.slice(0, 400)}`);
     for (const m of ms.slice(0, 2)) {
