@@ -264,6 +264,7 @@ impl Driver {
                 )
                 .await;
         }
+        self.subs.end_orphaned(self.desired_session.as_ref());
         for key in self.subs.keys_to_resume(self.desired_session.is_some()) {
             self.start_subscription(key, live).await;
         }
@@ -450,6 +451,12 @@ impl Driver {
                     // The server ended our attachment (detach, session terminated or removed).
                     self.desired_session = None;
                 }
+                // Session subscriptions made through any other attachment are gone with it.
+                let detaching = self
+                    .pending
+                    .values()
+                    .any(|p| matches!(p, Pending::Detach { .. }));
+                self.subs.attachment_changed(attachment.as_ref(), detaching);
                 self.attachment.send_if_modified(|current| {
                     if *current == attachment {
                         false

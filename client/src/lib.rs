@@ -15,7 +15,8 @@
 //! * [`Client::request`] returns the server's answer; responses may arrive in any order.
 //! * [`Client::attach`] returns a [`Session`] whose calls always use the current attachment.
 //! * [`Client::subscribe`] / [`Session::subscribe`] return a [`Subscription`]: a replica plus
-//!   a stream of [`SubscriptionEvent`]s.
+//!   a stream of [`SubscriptionEvent`]s. A session subscription ends ([`EndReason`]) when
+//!   its attachment does; a dropped connection alone only makes it resync.
 //!
 //! * [`view`] renders a `pi.session` transcript live, for terminals and scripts.
 //!
@@ -57,5 +58,5 @@ pub use endpoint::{Endpoint, EndpointError};
 pub use error::{ConnectError, RequestError};
 pub use session::Session;
 pub use status::Status;
-pub use subscription::{Subscription, SubscriptionEvent};
+pub use subscription::{EndReason, Subscription, SubscriptionEvent};
 pub use tls::{TlsConfigError, TlsOptions};

@@ -6,6 +6,13 @@
 //! that far behind, the missed events collapse into one [`SubscriptionEvent::Lagged`] (in
 //! order, never reordered), and [`Subscription::state`] still shows the exact server state.
 //!
+//! A subscription ends for good ([`SubscriptionEvent::Ended`], [`Subscription::end_reason`])
+//! when what it was made through is gone: for a session subscription, the attachment (the
+//! client detached, the server released it, the client attached elsewhere, or re-attaching
+//! after a reconnect failed); for any subscription, the client. Its replica is then emptied,
+//! so no stale state is ever shown as live. A dropped connection alone does not end it: the
+//! client re-attaches and re-subscribes ([`SubscriptionEvent::Resyncing`]).
+//!
 //! A server re-baselines a subscriber that fell behind with `reset` (pi 1.0.x) or, in baton,
 //! with `replaced` (singleton) or `closed` + `spawned` (keyed); each is applied as the update
 //! it is and reported as [`SubscriptionEvent::Update`], as `reset` is. A `spawned` for an
@@ -13,14 +20,14 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use baton_protocol::chord::{
     ChordError, InstanceAddress, ProviderUpdate, Replica, ServiceMode, StateDecoder,
 };
 use baton_protocol::limits::{CborLimits, MAX_CONFIGURABLE_CBOR_DEPTH};
-use baton_protocol::{Id, Target, Value};
+use baton_protocol::{Id, SessionTarget, Target, Value};
 use bytes::Bytes;
 use futures::Stream;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -50,11 +57,42 @@ pub enum SubscriptionEvent {
         /// Why (sequence gap, lost connection, …).
         reason: String,
     },
-    /// The subscription ended for good.
+    /// The subscription ended for good; [`Subscription::state`] is empty from now on and
+    /// [`Subscription::end_reason`] has the typed cause.
     Ended {
-        /// Why.
+        /// Why (the [`EndReason`]'s message).
         reason: String,
     },
+}
+
+/// Why a subscription ended for good.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EndReason {
+    /// The server released the session's attachment (an `attachment: null` this client did not
+    /// ask for): the session terminated or was removed.
+    #[error("the server released the session attachment (the session ended or was removed)")]
+    Released,
+    /// This client detached from the session ([`Client::detach`](crate::Client::detach)).
+    #[error("detached from the session")]
+    Detached,
+    /// This client's connection was attached to another session (or attachment), which
+    /// released the one the subscription belonged to.
+    #[error("the connection was attached to session {session_id} instead")]
+    AttachedElsewhere {
+        /// The session the connection is attached to now.
+        session_id: String,
+    },
+    /// After a reconnect the client could not re-attach to the session, e.g.
+    /// `session_not_found` when it was removed meanwhile (see [`RequestError::kind`]).
+    #[error("re-attaching to the session failed: {0}")]
+    ReattachFailed(RequestError),
+    /// Re-subscribing (after a gap, an overflow or a reconnect) failed.
+    #[error("re-subscribing failed: {0}")]
+    ResubscribeFailed(RequestError),
+    /// The client was closed, or the connection ended with no (more) reconnecting.
+    #[error("{0}")]
+    Closed(String),
 }
 
 /// A live subscription. Dropping it unsubscribes.
@@ -63,6 +101,7 @@ pub struct Subscription {
     service_id: String,
     state: watch::Receiver<Arc<Replica>>,
     events: mpsc::Receiver<SubscriptionEvent>,
+    ended: Arc<OnceLock<EndReason>>,
     shared: Arc<Shared>,
 }
 
@@ -80,12 +119,24 @@ impl Subscription {
         &self.service_id
     }
 
-    /// The replica as of now.
+    /// The replica as of now. After the subscription ended it is empty (not hydrated).
     pub fn state(&self) -> Arc<Replica> {
         Arc::clone(&self.state.borrow())
     }
 
-    /// A watch on the replica (changes whenever an update or snapshot is applied).
+    /// Why the subscription ended, once it has (kept even if its
+    /// [`Ended`](SubscriptionEvent::Ended) event was lost to a lag).
+    pub fn end_reason(&self) -> Option<EndReason> {
+        self.ended.get().cloned()
+    }
+
+    /// Whether the subscription is still live (it may be resyncing).
+    pub fn is_live(&self) -> bool {
+        self.ended.get().is_none()
+    }
+
+    /// A watch on the replica (changes whenever an update or snapshot is applied, and when
+    /// the subscription ends).
     pub fn watch(&self) -> watch::Receiver<Arc<Replica>> {
         self.state.clone()
     }
@@ -143,6 +194,7 @@ pub(crate) struct SubscribeCmd {
     mode: ServiceMode,
     view: watch::Sender<Arc<Replica>>,
     events: mpsc::Sender<SubscriptionEvent>,
+    ended: Arc<OnceLock<EndReason>>,
     ready: oneshot::Sender<Result<(), RequestError>>,
 }
 
@@ -157,6 +209,7 @@ impl SubscribeCmd {
         let (view, state) = watch::channel(Arc::new(Replica::new(service_id.clone(), mode)));
         let (events_tx, events) = mpsc::channel(DEFAULT_SUBSCRIPTION_EVENTS);
         let (ready_tx, ready) = oneshot::channel();
+        let ended = Arc::new(OnceLock::new());
         let cmd = Self {
             key,
             target,
@@ -164,6 +217,7 @@ impl SubscribeCmd {
             mode,
             view,
             events: events_tx,
+            ended: Arc::clone(&ended),
             ready: ready_tx,
         };
         let sub = Subscription {
@@ -171,6 +225,7 @@ impl SubscribeCmd {
             service_id,
             state,
             events,
+            ended,
             shared,
         };
         (cmd, PendingSubscription { ready, sub })
@@ -199,6 +254,7 @@ struct Sub {
     phase: Phase,
     view: watch::Sender<Arc<Replica>>,
     events: mpsc::Sender<SubscriptionEvent>,
+    ended: Arc<OnceLock<EndReason>>,
     lagged: bool,
     ready: Option<oneshot::Sender<Result<(), RequestError>>>,
     snapshots: u64,
@@ -247,6 +303,22 @@ impl Sub {
             self.emit(SubscriptionEvent::Update(update));
         }
         Ok(())
+    }
+
+    /// Ends the subscription: a caller still waiting for the first snapshot gets `err`;
+    /// otherwise the reason is recorded, the replica emptied (watchers see it) and `Ended`
+    /// queued. The caller has already taken the sub out of the core.
+    fn end(mut self, reason: EndReason, err: impl FnOnce() -> RequestError) {
+        if let Some(ready) = self.ready.take() {
+            let _ = ready.send(Err(err()));
+            return;
+        }
+        let _ = self.ended.set(reason.clone());
+        self.view
+            .send_replace(Arc::new(Replica::new(self.service_id.clone(), self.mode)));
+        self.emit(SubscriptionEvent::Ended {
+            reason: reason.to_string(),
+        });
     }
 }
 
@@ -325,6 +397,7 @@ impl SubCore {
                 phase: Phase::Idle,
                 view: cmd.view,
                 events: cmd.events,
+                ended: cmd.ended,
                 lagged: false,
                 ready: Some(cmd.ready),
                 snapshots: 0,
@@ -350,19 +423,73 @@ impl SubCore {
 
     /// The subscribe request failed: the first one fails the caller, a later one ends it.
     pub(crate) fn fail(&mut self, key: u64, err: RequestError) {
+        let reason = EndReason::ResubscribeFailed(err.clone());
+        self.end(key, reason, || err);
+    }
+
+    /// Takes `key` out of the core and ends it (see [`Sub::end`]).
+    fn end(&mut self, key: u64, reason: EndReason, err: impl FnOnce() -> RequestError) {
         let Some(mut sub) = self.subs.remove(&key) else {
             return;
         };
         if let Some((wire_id, _)) = sub.wire.take() {
             self.by_wire.remove(&wire_id);
         }
-        match sub.ready.take() {
-            Some(ready) => {
-                let _ = ready.send(Err(err));
-            }
-            None => sub.emit(SubscriptionEvent::Ended {
-                reason: err.to_string(),
-            }),
+        sub.end(reason, err);
+    }
+
+    /// The server says the connection's attachment is now `current` (an `attachment` frame;
+    /// `detaching` when this client asked for it to end). Every session subscription made
+    /// through another attachment is gone on the server: it ends, and is not unsubscribed
+    /// (its route is stale). Subscriptions that are not on the wire (waiting for a re-attach
+    /// after a reconnect) are left to the re-attach's outcome.
+    pub(crate) fn attachment_changed(&mut self, current: Option<&SessionTarget>, detaching: bool) {
+        let gone: Vec<(u64, String)> = self
+            .subs
+            .iter()
+            .filter_map(|(key, sub)| match (&sub.target, &sub.wire) {
+                (TargetSpec::Session(session_id), Some((_, Target::Session(route))))
+                    if current != Some(route) =>
+                {
+                    Some((*key, session_id.to_string()))
+                }
+                _ => None,
+            })
+            .collect();
+        for (key, session_id) in gone {
+            let reason = match current {
+                None if detaching => EndReason::Detached,
+                None => EndReason::Released,
+                Some(now) => EndReason::AttachedElsewhere {
+                    session_id: now.session_id.to_string(),
+                },
+            };
+            debug!(session = %session_id, %reason, "session subscription ended");
+            self.end(key, reason, || RequestError::NotAttached(session_id));
+        }
+    }
+
+    /// After a reconnect: session subscriptions for a session other than the one being
+    /// re-attached (a detach or attach that the lost connection cut short) end.
+    pub(crate) fn end_orphaned(&mut self, desired: Option<&Id>) {
+        let orphaned: Vec<(u64, String)> = self
+            .subs
+            .iter()
+            .filter_map(|(key, sub)| match &sub.target {
+                TargetSpec::Session(session_id) if Some(session_id) != desired => {
+                    Some((*key, session_id.to_string()))
+                }
+                TargetSpec::Session(_) | TargetSpec::Explicit(_) => None,
+            })
+            .collect();
+        for (key, session_id) in orphaned {
+            let reason = match desired {
+                None => EndReason::Detached,
+                Some(now) => EndReason::AttachedElsewhere {
+                    session_id: now.to_string(),
+                },
+            };
+            self.end(key, reason, || RequestError::NotAttached(session_id));
         }
     }
 
@@ -492,9 +619,10 @@ impl SubCore {
         keys
     }
 
+    /// Re-attaching after a reconnect failed: every session subscription waiting for it ends.
     pub(crate) fn fail_waiting_for_session(&mut self, err: &RequestError) {
         for key in self.keys_waiting_for_session() {
-            self.fail(key, err.clone());
+            self.end(key, EndReason::ReattachFailed(err.clone()), || err.clone());
         }
     }
 
@@ -517,15 +645,10 @@ impl SubCore {
     /// The client is finished: every subscription ends.
     pub(crate) fn close(&mut self, reason: &str) {
         self.by_wire.clear();
-        for (_, mut sub) in self.subs.drain() {
-            match sub.ready.take() {
-                Some(ready) => {
-                    let _ = ready.send(Err(RequestError::OutcomeUnknown(reason.to_owned())));
-                }
-                None => sub.emit(SubscriptionEvent::Ended {
-                    reason: reason.to_owned(),
-                }),
-            }
+        for (_, sub) in self.subs.drain() {
+            sub.end(EndReason::Closed(reason.to_owned()), || {
+                RequestError::OutcomeUnknown(reason.to_owned())
+            });
         }
     }
 }

@@ -4,9 +4,14 @@
 
 mod support;
 
-use baton_client::{Client, ReconnectPolicy, RequestError, Subscription, SubscriptionEvent};
+use baton_client::{
+    Client, EndReason, ReconnectPolicy, RequestError, Session, Subscription, SubscriptionEvent,
+};
 use baton_protocol::chord::{ControlCall, InstanceAddress, ServiceCall, ServiceMode};
-use baton_protocol::{ClientMessage, Id, Outcome, ServerMessage, ServiceUpdate, Value};
+use baton_protocol::{
+    ClientMessage, ErrorCode, Id, Outcome, ServerMessage, ServiceUpdate, SessionTarget, Value,
+    WireError,
+};
 use std::time::Duration;
 use support::{HANG_GUARD, Listener, Peer};
 
@@ -260,7 +265,7 @@ async fn reconnecting_re_attaches_re_subscribes_and_reports_unknown_outcomes() {
     });
     let (client, mut peer) = tokio::join!(Client::connect(config), listener.accept_ready());
     let client = client.unwrap();
-    let route = |attachment: &str| baton_protocol::SessionTarget {
+    let route = |attachment: &str| SessionTarget {
         server_id: support::server_id(),
         session_id: Id::new("session-1").unwrap(),
         attachment_id: Id::new(attachment).unwrap(),
@@ -373,6 +378,10 @@ async fn reasons_after_update(body: &str) -> Vec<String> {
         match event {
             Some(SubscriptionEvent::Resyncing { reason }) => reasons.push(reason),
             Some(SubscriptionEvent::Ended { reason }) => {
+                assert_eq!(
+                    sub.end_reason().map(|r| r.to_string()).as_ref(),
+                    Some(&reason)
+                );
                 reasons.push(reason);
                 return reasons;
             }
@@ -415,11 +424,244 @@ async fn an_update_the_client_cannot_decode_fails_the_connection_with_the_decode
     }
 }
 
+fn route(attachment: &str) -> SessionTarget {
+    SessionTarget {
+        server_id: support::server_id(),
+        session_id: Id::new("session-1").unwrap(),
+        attachment_id: Id::new(attachment).unwrap(),
+    }
+}
+
+/// Attaches `client` to `session-1` (as `attachment-1`) and subscribes to `pi.models` at the
+/// session, answering with a snapshot of `{"revision":0}`.
+async fn attached_and_subscribed(client: &Client, peer: &mut Peer) -> (Session, Subscription) {
+    let attach = client.attach("session-1");
+    let server = async {
+        let r = peer.recv_request().await;
+        peer.send(ServerMessage::Attachment(Some(route("attachment-1"))))
+            .await;
+        peer.respond(&r.id, Outcome::Void).await;
+    };
+    let (session, ()) = tokio::join!(attach, server);
+    let session = session.unwrap();
+    let subscribe = session.subscribe("pi.models", ServiceMode::Singleton);
+    let server = async {
+        let (id, _) = recv_subscribe(peer).await;
+        peer.respond(&id, Outcome::Value(snapshot(0, r#"{"revision":0}"#)))
+            .await;
+    };
+    let (sub, ()) = tokio::join!(subscribe, server);
+    let mut sub = sub.unwrap();
+    assert!(matches!(
+        sub.next_event().await,
+        Some(SubscriptionEvent::Snapshot { resynced: false })
+    ));
+    (session, sub)
+}
+
 /// The next event, within the hang guard.
 async fn next(sub: &mut Subscription) -> Option<SubscriptionEvent> {
     tokio::time::timeout(HANG_GUARD, sub.next_event())
         .await
         .expect("an event arrives")
+}
+
+/// Asserts that `sub` ended for `expected`: the event, the typed reason, an empty replica and
+/// a closed event stream.
+async fn assert_ended(sub: &mut Subscription, expected: &EndReason) {
+    match next(sub).await {
+        Some(SubscriptionEvent::Ended { reason }) => assert_eq!(reason, expected.to_string()),
+        other => panic!("expected the subscription to end, got {other:?}"),
+    }
+    assert_eq!(sub.end_reason().as_ref(), Some(expected));
+    assert!(!sub.is_live());
+    assert!(
+        !sub.state().is_hydrated(),
+        "no stale state is shown as live"
+    );
+    assert_eq!(revision(sub), None);
+    assert!(next(sub).await.is_none(), "nothing follows the end");
+}
+
+/// Proves the client sent nothing for `sub`'s end (no `unsubscribe` on a stale route): the
+/// next frame after dropping it is this server-target request.
+async fn assert_nothing_sent(client: &Client, peer: &mut Peer, sub: Subscription) {
+    drop(sub);
+    let probe = json(r#"{"serviceId":"probe","member":"next","args":[]}"#);
+    let req = client.request(client.server_target(), probe.clone());
+    let server = async {
+        let r = peer.recv_request().await;
+        assert_eq!(r.call, probe);
+        peer.respond(&r.id, Outcome::Void).await;
+    };
+    let (result, ()) = tokio::join!(req, server);
+    result.unwrap();
+}
+
+#[tokio::test]
+async fn a_session_subscription_ends_as_released_when_the_server_publishes_attachment_null() {
+    let listener = Listener::bind();
+    let (client, mut peer) = connected(&listener).await;
+    let (_session, mut sub) = attached_and_subscribed(&client, &mut peer).await;
+    // A server-scope subscription on the same connection is not the attachment's.
+    let server_sub = client.subscribe("pi.models", ServiceMode::Singleton);
+    let server = async {
+        let (id, _) = recv_subscribe(&mut peer).await;
+        peer.respond(&id, Outcome::Value(snapshot(3, r#"{"revision":3}"#)))
+            .await;
+    };
+    let (server_sub, ()) = tokio::join!(server_sub, server);
+    let mut server_sub = server_sub.unwrap();
+
+    // The session terminates (or is removed by someone else): the server releases us.
+    peer.send(ServerMessage::Attachment(None)).await;
+    assert_ended(&mut sub, &EndReason::Released).await;
+    assert_nothing_sent(&client, &mut peer, sub).await;
+
+    assert!(matches!(
+        server_sub.next_event().await,
+        Some(SubscriptionEvent::Snapshot { resynced: false })
+    ));
+    assert!(server_sub.try_next_event().is_none());
+    assert!(server_sub.is_live());
+    assert_eq!(revision(&server_sub), Some(json(r#"{"revision":3}"#)));
+}
+
+#[tokio::test]
+async fn detaching_ends_the_sessions_subscriptions_as_detached() {
+    let listener = Listener::bind();
+    let (client, mut peer) = connected(&listener).await;
+    let (_session, mut sub) = attached_and_subscribed(&client, &mut peer).await;
+    let detach = client.detach();
+    let server = async {
+        let r = peer.recv_request().await;
+        assert_eq!(
+            r.call,
+            json(r#"{"serviceId":"pi.session-management","member":"detach","args":[]}"#)
+        );
+        // The attachment frame precedes the response (docs/protocol.md §6).
+        peer.send(ServerMessage::Attachment(None)).await;
+        peer.respond(&r.id, Outcome::Void).await;
+    };
+    let (result, ()) = tokio::join!(detach, server);
+    result.unwrap();
+    assert_ended(&mut sub, &EndReason::Detached).await;
+    assert_nothing_sent(&client, &mut peer, sub).await;
+}
+
+#[tokio::test]
+async fn attaching_elsewhere_ends_the_old_sessions_subscriptions() {
+    let listener = Listener::bind();
+    let (client, mut peer) = connected(&listener).await;
+    let (_session, mut sub) = attached_and_subscribed(&client, &mut peer).await;
+    let attach = client.attach("session-2");
+    let server = async {
+        let r = peer.recv_request().await;
+        // Attaching elsewhere releases the old attachment without an `attachment: null`.
+        peer.send(ServerMessage::Attachment(Some(SessionTarget {
+            server_id: support::server_id(),
+            session_id: Id::new("session-2").unwrap(),
+            attachment_id: Id::new("attachment-2").unwrap(),
+        })))
+        .await;
+        peer.respond(&r.id, Outcome::Void).await;
+    };
+    let (session, ()) = tokio::join!(attach, server);
+    session.unwrap();
+    assert_ended(
+        &mut sub,
+        &EndReason::AttachedElsewhere {
+            session_id: "session-2".to_owned(),
+        },
+    )
+    .await;
+    assert_nothing_sent(&client, &mut peer, sub).await;
+}
+
+#[tokio::test]
+async fn a_failed_re_attach_after_a_reconnect_ends_the_sessions_subscriptions() {
+    let listener = Listener::bind();
+    let mut config = listener.config();
+    config.reconnect = Some(ReconnectPolicy {
+        initial_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(20),
+        ..ReconnectPolicy::default()
+    });
+    let (client, mut peer) = tokio::join!(Client::connect(config), listener.accept_ready());
+    let client = client.unwrap();
+    let (_session, mut sub) = attached_and_subscribed(&client, &mut peer).await;
+
+    drop(peer);
+    // A dropped connection alone does not end the subscription.
+    match next(&mut sub).await {
+        Some(SubscriptionEvent::Resyncing { reason }) => {
+            assert!(reason.starts_with("connection lost"), "{reason}")
+        }
+        other => panic!("expected resyncing, got {other:?}"),
+    }
+    assert!(sub.is_live());
+
+    // The session was removed meanwhile: the re-attach fails.
+    let mut peer = listener.accept_ready().await;
+    let r = peer.recv_request().await;
+    assert_eq!(
+        r.call,
+        json(r#"{"serviceId":"pi.session-management","member":"attach","args":["session-1"]}"#)
+    );
+    let not_found = WireError::from_code(ErrorCode::SessionNotFound, "Session not found");
+    peer.respond(&r.id, Outcome::Error(not_found.clone())).await;
+    assert_ended(
+        &mut sub,
+        &EndReason::ReattachFailed(RequestError::Server(not_found)),
+    )
+    .await;
+    match sub.end_reason() {
+        Some(EndReason::ReattachFailed(e)) => {
+            assert_eq!(e.kind(), Some(ErrorCode::SessionNotFound));
+        }
+        other => panic!("expected a failed re-attach, got {other:?}"),
+    }
+    assert_nothing_sent(&client, &mut peer, sub).await;
+}
+
+#[tokio::test]
+async fn a_reconnect_that_re_attaches_keeps_the_session_subscription_live() {
+    let listener = Listener::bind();
+    let mut config = listener.config();
+    config.reconnect = Some(ReconnectPolicy {
+        initial_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(20),
+        ..ReconnectPolicy::default()
+    });
+    let (client, mut peer) = tokio::join!(Client::connect(config), listener.accept_ready());
+    let client = client.unwrap();
+    let (_session, mut sub) = attached_and_subscribed(&client, &mut peer).await;
+    drop(peer);
+
+    // The new connection's attachment frame (a new attachment id) arrives while the
+    // subscription waits for the re-attach: it must not end it.
+    let mut peer = listener.accept_ready().await;
+    let r = peer.recv_request().await;
+    peer.send(ServerMessage::Attachment(Some(route("attachment-2"))))
+        .await;
+    peer.respond(&r.id, Outcome::Void).await;
+    let (id, _) = recv_subscribe(&mut peer).await;
+    peer.respond(&id, Outcome::Value(snapshot(4, r#"{"revision":4}"#)))
+        .await;
+    assert!(matches!(
+        next(&mut sub).await,
+        Some(SubscriptionEvent::Resyncing { .. })
+    ));
+    assert!(matches!(
+        next(&mut sub).await,
+        Some(SubscriptionEvent::Snapshot { resynced: true })
+    ));
+    assert!(sub.is_live());
+    assert_eq!(revision(&sub), Some(json(r#"{"revision":4}"#)));
+
+    // And the re-made subscription ends with the new attachment.
+    peer.send(ServerMessage::Attachment(None)).await;
+    assert_ended(&mut sub, &EndReason::Released).await;
 }
 
 #[tokio::test]
