@@ -188,7 +188,7 @@ impl ServerHandshake {
                 "Connection is closed",
             )),
             (ServerState::AwaitingHello { deadline }, ClientMessage::Hello { version }) => {
-                if is_supported_protocol_version(*version) {
+                if is_supported_protocol_version(version.get()) {
                     self.state = ServerState::Handshaking { deadline };
                     ServerStep::Accept
                 } else {

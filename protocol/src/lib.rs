@@ -53,8 +53,8 @@ pub use error_code::ErrorCode;
 pub use ids::{Id, ServerId};
 pub use inbound::{EncodedServiceUpdate, ServerFrame, ServerFrameCodec, decode_server_frame};
 pub use message::{
-    Cancel, ClientMessage, Outcome, Request, Response, ServerMessage, ServiceUpdate, SessionTarget,
-    Target, WireError,
+    Cancel, ClientMessage, HelloVersion, Outcome, Request, Response, ServerMessage, ServiceUpdate,
+    SessionTarget, Target, WireError,
 };
 pub use value::{MAX_SAFE_INTEGER, Map, Number, NumberError, Value};
 pub use version::PROTOCOL_VERSION;

@@ -355,3 +355,32 @@ fn the_tokio_codecs_read_a_buffer_as_one_chunk() {
     );
     assert!(client.decode(&mut wire).is_err());
 }
+
+/// `{"type":"hello","version":-0}` as upstream's `encodeClientMessage` writes it.
+const NEGATIVE_ZERO_HELLO: &str =
+    "0000001da264747970656568656c6c6f6776657273696f6efb8000000000000000";
+
+#[test]
+fn a_hello_offering_negative_zero_is_valid_and_re_encodes_byte_identically() {
+    let frame: Vec<u8> = (0..NEGATIVE_ZERO_HELLO.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&NEGATIVE_ZERO_HELLO[i..i + 2], 16).unwrap())
+        .collect();
+    let mut d = ClientMessageDecoder::default();
+    let msgs = d.push(&frame).unwrap();
+    let expected = ClientMessage::Hello {
+        version: baton_protocol::HelloVersion::NEGATIVE_ZERO,
+    };
+    assert_eq!(msgs, vec![expected.clone()]);
+    assert_eq!(&encode_frame(&expected, u32::MAX).unwrap()[..], &frame[..]);
+    // The JSON path: `-0` is a float in JSON text and stays one.
+    let built: ClientMessage =
+        baton_protocol::from_value(Value::from_json(r#"{"type":"hello","version":-0}"#).unwrap())
+            .unwrap();
+    assert_eq!(built, expected);
+    assert_eq!(
+        baton_protocol::HelloVersion::NEGATIVE_ZERO.to_string(),
+        "0",
+        "displays as JavaScript renders -0"
+    );
+}

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use baton_protocol::handshake::{ClientHandshake, HandshakeError, ServerHandshake, ServerStep};
 use baton_protocol::{
-    ClientMessage, Id, Request, ServerId, ServerMessage, Target, Value, WireError,
+    ClientMessage, ErrorCode, HelloVersion, Id, Request, ServerId, ServerMessage, Target, Value,
+    WireError,
 };
 
 fn sid(last: char) -> ServerId {
@@ -114,7 +115,9 @@ fn server_requires_hello_first() {
 fn server_refuses_other_versions_with_the_upstream_message() {
     let mut hs = ServerHandshake::new(Instant::now(), Duration::from_secs(5));
     assert_eq!(
-        hs.handle_message(&ClientMessage::Hello { version: 9 }),
+        hs.handle_message(&ClientMessage::Hello {
+            version: 9u32.into()
+        }),
         ServerStep::Fail(WireError::new(
             "version",
             "Unsupported protocol version 9; expected 8"
@@ -164,4 +167,19 @@ fn server_deadline_still_applies_while_the_host_completes_the_handshake() {
         ServerStep::Accept
     );
     assert!(hs.handle_timeout(t0 + Duration::from_secs(1)).is_some());
+}
+
+#[test]
+fn a_negative_zero_version_is_refused_like_version_zero() {
+    // Upstream: `${-0}` renders as "0", and `-0 === 8` is false.
+    let mut hs = ServerHandshake::new(Instant::now(), Duration::from_secs(5));
+    assert_eq!(
+        hs.handle_message(&ClientMessage::Hello {
+            version: HelloVersion::NEGATIVE_ZERO
+        }),
+        ServerStep::Fail(WireError::from_code(
+            ErrorCode::Version,
+            "Unsupported protocol version 0; expected 8"
+        ))
+    );
 }

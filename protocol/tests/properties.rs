@@ -6,8 +6,8 @@ use baton_protocol::cbor::{decode_value, to_vec};
 use baton_protocol::codec::{ClientMessageDecoder, ServerMessageDecoder};
 use baton_protocol::limits::CborLimits;
 use baton_protocol::{
-    Cancel, ClientMessage, Id, Map, Number, Outcome, Request, Response, ServerId, ServerMessage,
-    ServiceUpdate, SessionTarget, Target, Value, WireError, encode_frame,
+    Cancel, ClientMessage, HelloVersion, Id, Map, Number, Outcome, Request, Response, ServerId,
+    ServerMessage, ServiceUpdate, SessionTarget, Target, Value, WireError, encode_frame,
 };
 use proptest::prelude::*;
 
@@ -58,7 +58,11 @@ fn target() -> impl Strategy<Value = Target> {
 
 fn client_message() -> impl Strategy<Value = ClientMessage> {
     prop_oneof![
-        (0u64..(1 << 53)).prop_map(|version| ClientMessage::Hello { version }),
+        prop_oneof![
+            (0u64..(1 << 53)).prop_map(|v| HelloVersion::new(v).unwrap()),
+            Just(HelloVersion::NEGATIVE_ZERO),
+        ]
+        .prop_map(|version| ClientMessage::Hello { version }),
         (id(), target(), value()).prop_map(|(id, target, call)| ClientMessage::Request(Request {
             id,
             target,

@@ -96,7 +96,7 @@ fn check_rejected<M: WireMessage + std::fmt::Debug>(list: &str, side: &str) -> u
 
 #[test]
 fn every_accepted_client_frame_round_trips_byte_exact() {
-    assert_eq!(check_accepted::<ClientMessage>("client"), 12);
+    assert_eq!(check_accepted::<ClientMessage>("client"), 13);
 }
 
 #[test]
@@ -116,7 +116,7 @@ fn every_rejected_client_frame_is_refused_as_invalid_message() {
 fn every_rejected_server_frame_is_refused_as_invalid_message() {
     assert_eq!(
         check_rejected::<ServerMessage>("serverRejects", "server"),
-        23
+        24
     );
 }
 

@@ -15,8 +15,8 @@ use baton_protocol::chord::{
 use baton_protocol::codec::{ClientMessageDecoder, ServerMessageDecoder, encode_frame};
 use baton_protocol::fuzzing::ValueSource;
 use baton_protocol::{
-    Cancel, ClientMessage, Id, Map, Outcome, Request, ServerId, ServerMessage, SessionTarget,
-    Target, Value,
+    Cancel, ClientMessage, HelloVersion, Id, Map, Outcome, Request, ServerId, ServerMessage,
+    SessionTarget, Target, Value,
 };
 
 use crate::chord::SharedUpdate;
@@ -508,8 +508,13 @@ fn peer_message(src: &mut ValueSource<'_>) -> ClientMessage {
     let sid = |src: &mut ValueSource<'_>| Value::from(SUBSCRIPTION_IDS[src.below(3)]);
     match src.below(10) {
         0 => match src.below(4) {
-            0 => ClientMessage::Hello {
-                version: u64::from(src.byte()),
+            0 => match src.below(8) {
+                0 => ClientMessage::Hello {
+                    version: HelloVersion::NEGATIVE_ZERO,
+                },
+                _ => ClientMessage::Hello {
+                    version: HelloVersion::from(u32::from(src.byte())),
+                },
             },
             _ => ClientMessage::hello(),
         },

@@ -13,8 +13,8 @@ use crate::cbor::{CborError, Reader, ValueDecodeError};
 use crate::ids::{Id, ServerId};
 use crate::limits::CborLimits;
 use crate::message::{
-    Cancel, ClientMessage, Outcome, Request, Response, ServerMessage, ServiceUpdate, SessionTarget,
-    Target, WireError,
+    Cancel, ClientMessage, HelloVersion, Outcome, Request, Response, ServerMessage, ServiceUpdate,
+    SessionTarget, Target, WireError,
 };
 use crate::value::Value;
 
@@ -204,7 +204,7 @@ pub(crate) fn decode_client(
         (Some("hello"), k) if k == TYPE | VERSION => {
             let version = version
                 .as_ref()
-                .and_then(Value::as_u64)
+                .and_then(HelloVersion::from_value)
                 .ok_or(PayloadError::Invalid)?;
             Ok(ClientMessage::Hello { version })
         }

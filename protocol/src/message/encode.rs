@@ -6,6 +6,9 @@ use crate::cbor::{CborError, Writer};
 use crate::message::{ClientMessage, Outcome, ServerMessage, SessionTarget, Target, WireError};
 use crate::value::Value;
 
+/// `-0` as a float64, the only non-integer a hello's version can be (upstream's encoder).
+const NEGATIVE_ZERO: [u8; 9] = [0xfb, 0x80, 0, 0, 0, 0, 0, 0, 0];
+
 /// Constant runs of envelope bytes (map heads, keys, type names), written with one copy each
 /// instead of one call per item. The upstream vectors pin every byte of them.
 mod runs {
@@ -70,7 +73,11 @@ impl<B: BufMut> Writer<'_, '_, B> {
         match msg {
             ClientMessage::Hello { version } => {
                 self.raw(runs::CLIENT_HELLO);
-                self.uint(*version);
+                if version.is_negative_zero() {
+                    self.raw(&NEGATIVE_ZERO);
+                } else {
+                    self.uint(version.get());
+                }
             }
             ClientMessage::Request(r) => {
                 self.raw(runs::REQUEST);

@@ -10,7 +10,7 @@ mod parse;
 mod server;
 mod target;
 
-pub use client::{Cancel, ClientMessage, Request};
+pub use client::{Cancel, ClientMessage, HelloVersion, Request};
 pub use server::{Outcome, Response, ServerMessage, ServiceUpdate, WireError};
 pub use target::{SessionTarget, Target};
 

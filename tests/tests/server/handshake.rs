@@ -7,8 +7,10 @@ use baton_tests::host::{TestHost, gates};
 use baton_tests::peer::{RawPeer, call};
 use baton_tests::server::{TestServer, config};
 
-fn hello_frame(version: u64) -> Vec<u8> {
-    RawPeer::frame(&ClientMessage::Hello { version })
+fn hello_frame(version: u32) -> Vec<u8> {
+    RawPeer::frame(&ClientMessage::Hello {
+        version: version.into(),
+    })
 }
 
 #[tokio::test]
@@ -46,6 +48,20 @@ async fn unsupported_version_gets_version_error_and_close() {
     let mut p = s.connect().await;
     p.send_bytes(&hello_frame(9)).await;
     p.expect_hello_error("version", "Unsupported protocol version 9; expected 8")
+        .await;
+    assert_eq!(s.host.count("attach_client"), 0);
+}
+
+#[tokio::test]
+async fn a_hello_offering_negative_zero_is_answered_like_version_zero() {
+    // Upstream's schema (an integer >= 0) admits -0; `${-0}` renders as "0".
+    let s = TestServer::unix(TestHost::new(&[]), config()).await;
+    let mut p = s.connect().await;
+    p.send_bytes(&RawPeer::frame(&ClientMessage::Hello {
+        version: baton_protocol::HelloVersion::NEGATIVE_ZERO,
+    }))
+    .await;
+    p.expect_hello_error("version", "Unsupported protocol version 0; expected 8")
         .await;
     assert_eq!(s.host.count("attach_client"), 0);
 }
@@ -164,7 +180,8 @@ async fn an_oversize_header_later_in_one_read_wins_over_a_cbor_error_earlier_in_
     // Upstream splits a whole received chunk into frames before decoding any of them.
     let s = TestServer::unix(TestHost::new(&[]), config()).await;
     let mut p = s.connect().await;
-    p.send_bytes(&[0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff]).await;
+    p.send_bytes(&[0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff])
+        .await;
     p.expect_hello_error(
         "invalid_request",
         "Invalid client protocol frame: Frame length 4294967295 exceeds configured limit of 16777216",
