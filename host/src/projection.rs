@@ -42,8 +42,9 @@ pub const COMPACTION_SUMMARY_SUFFIX: &str = "\n</summary>";
 /// Put before a branch summary.
 pub const BRANCH_SUMMARY_PREFIX: &str =
     "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n";
-/// Put after a branch summary.
-pub const BRANCH_SUMMARY_SUFFIX: &str = "\n</summary>";
+/// Put after a branch summary. Unlike [`COMPACTION_SUMMARY_SUFFIX`], no newline comes before
+/// it: upstream (pi-coding-agent `messages.ts`) closes the tag right after the summary text.
+pub const BRANCH_SUMMARY_SUFFIX: &str = "</summary>";
 /// Text of the synthetic result for a tool call that has none.
 pub const MISSING_RESULT_TEXT: &str = "No result provided";
 
@@ -371,6 +372,31 @@ mod tests {
         assert_eq!(
             only_text(&out[1]),
             format!("{BRANCH_SUMMARY_PREFIX}S2{BRANCH_SUMMARY_SUFFIX}")
+        );
+    }
+
+    #[test]
+    fn a_branch_summary_closes_its_tag_right_after_the_text_and_a_compaction_summary_on_a_new_line()
+    {
+        let out = project(&[
+            AgentMessage::BranchSummary(BranchSummaryMessage {
+                summary: "went left".into(),
+                from_id: "e1".into(),
+                timestamp: 1,
+            }),
+            AgentMessage::CompactionSummary(CompactionSummaryMessage {
+                summary: "went right".into(),
+                tokens_before: 10,
+                timestamp: 2,
+            }),
+        ]);
+        assert_eq!(
+            only_text(&out[0]),
+            "The following is a summary of a branch that this conversation came back from:\n\n<summary>\nwent left</summary>"
+        );
+        assert_eq!(
+            only_text(&out[1]),
+            "The conversation history before this point was compacted into the following summary:\n\n<summary>\nwent right\n</summary>"
         );
     }
 
