@@ -488,8 +488,9 @@ impl Client {
         }
     }
 
-    /// Attaches this connection to `session_id` and returns a handle that addresses its
-    /// calls to the current attachment.
+    /// Attaches this connection to `session_id` (or a prefix the server resolves) and returns
+    /// a handle that addresses its calls to the current attachment; its
+    /// [`id`](Session::id) is the session id the server announced.
     ///
     /// # Errors
     /// The server's error (e.g. `session_not_found`) or a connection error.
@@ -506,7 +507,12 @@ impl Client {
         let target = rx
             .await
             .unwrap_or_else(|_| Err(RequestError::NotSent("client closed".to_owned())))?;
-        Ok(Session::new(self.clone(), session_id, target))
+        // The session as the server names it (`session_id` may have been a prefix).
+        Ok(Session::new(
+            self.clone(),
+            target.session_id.clone(),
+            target,
+        ))
     }
 
     /// Detaches from the current session (no-op if none).

@@ -515,16 +515,20 @@ impl Driver {
             }
             Pending::Attach { session_id, reply } => {
                 let outcome = match result {
-                    Ok(_) => match &*self.attachment.borrow() {
-                        // The attachment frame precedes the response.
-                        Some(a) if a.session_id == session_id => Ok(a.clone()),
-                        _ => Err(RequestError::NotAttached(session_id.to_string())),
-                    },
+                    // The attachment frame precedes the response, and names the session id
+                    // the server resolved (the caller may have given a prefix or alias), so
+                    // the attachment now is the one this attach made (or kept).
+                    Ok(_) => self
+                        .attachment
+                        .borrow()
+                        .clone()
+                        .ok_or_else(|| RequestError::NotAttached(session_id.to_string())),
                     Err(e) => Err(e),
                 };
                 let resumed = reply.is_none();
-                if outcome.is_ok() {
-                    self.desired_session = Some(session_id);
+                if let Ok(attached) = &outcome {
+                    // Re-attach after a reconnect by the canonical id.
+                    self.desired_session = Some(attached.session_id.clone());
                 }
                 if resumed {
                     match &outcome {

@@ -27,7 +27,8 @@ impl Session {
         }
     }
 
-    /// The session id as attached.
+    /// The session id as the server announced it (the canonical id, even if the attach named
+    /// a prefix).
     pub fn id(&self) -> &str {
         self.session_id.as_str()
     }

@@ -462,3 +462,79 @@ async fn a_request_made_while_reconnecting_is_sent_on_the_new_connection() {
     let (result, _peer) = tokio::join!(req, server);
     assert_eq!(result.unwrap(), Reply::Value(Value::from("ok")));
 }
+
+#[tokio::test]
+async fn attaching_by_a_prefix_follows_the_session_id_the_server_announces() {
+    // A host may resolve a prefix or alias; the attachment frame carries the canonical id.
+    let listener = Listener::bind();
+    let mut config = listener.config();
+    config.reconnect = Some(ReconnectPolicy {
+        initial_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(20),
+        ..ReconnectPolicy::default()
+    });
+    let (client, mut peer) = tokio::join!(Client::connect(config), listener.accept_ready());
+    let client = client.unwrap();
+    let route = |attachment: &str| SessionTarget {
+        server_id: server_id(),
+        session_id: Id::new("session-1").unwrap(),
+        attachment_id: Id::new(attachment).unwrap(),
+    };
+    let attach = client.attach("sess");
+    let server = async {
+        let r = peer.recv_request().await;
+        assert_eq!(
+            r.call,
+            Value::from_json(
+                r#"{"serviceId":"pi.session-management","member":"attach","args":["sess"]}"#
+            )
+            .unwrap()
+        );
+        peer.send(ServerMessage::Attachment(Some(route("attachment-1"))))
+            .await;
+        peer.respond(&r.id, Outcome::Void).await;
+    };
+    let (session, ()) = tokio::join!(attach, server);
+    let session = session.unwrap();
+    assert_eq!(session.id(), "session-1");
+    assert_eq!(session.initial_target(), &route("attachment-1"));
+    let req = session.request(call("state"));
+    let server = async {
+        let r = peer.recv_request().await;
+        assert_eq!(r.target, Target::Session(route("attachment-1")));
+        peer.respond(&r.id, Outcome::Void).await;
+    };
+    let (result, ()) = tokio::join!(req, server);
+    result.unwrap();
+
+    // After a reconnect the client re-attaches by the canonical id.
+    drop(peer);
+    let mut peer = listener.accept_ready().await;
+    let r = peer.recv_request().await;
+    assert_eq!(
+        r.call,
+        Value::from_json(
+            r#"{"serviceId":"pi.session-management","member":"attach","args":["session-1"]}"#
+        )
+        .unwrap()
+    );
+    peer.send(ServerMessage::Attachment(Some(route("attachment-2"))))
+        .await;
+    peer.respond(&r.id, Outcome::Void).await;
+    let mut watch = client.watch_attachment();
+    tokio::time::timeout(
+        HANG_GUARD,
+        watch.wait_for(|a| a.as_ref() == Some(&route("attachment-2"))),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let req = session.request(call("state"));
+    let server = async {
+        let r = peer.recv_request().await;
+        assert_eq!(r.target, Target::Session(route("attachment-2")));
+        peer.respond(&r.id, Outcome::Void).await;
+    };
+    let (result, ()) = tokio::join!(req, server);
+    result.unwrap();
+}
