@@ -825,3 +825,38 @@ async fn a_keyed_resync_closes_stale_instances_and_respawns_the_live_ones() {
     assert!(sub.try_next_event().is_none(), "no resync was needed");
     assert!(matches!(client.status(), baton_client::Status::Connected));
 }
+
+#[tokio::test]
+async fn a_detach_cut_short_by_a_dropped_connection_still_ends_the_sessions_subscriptions() {
+    let listener = Listener::bind();
+    let mut config = listener.config();
+    config.reconnect = Some(ReconnectPolicy {
+        initial_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(20),
+        ..ReconnectPolicy::default()
+    });
+    let (client, mut peer) = tokio::join!(Client::connect(config), listener.accept_ready());
+    let client = client.unwrap();
+    let (_session, mut sub) = attached_and_subscribed(&client, &mut peer).await;
+    // The connection drops after the detach was sent and before its answer.
+    let detach = client.detach();
+    let server = async {
+        peer.recv_request().await;
+        drop(peer);
+    };
+    let (result, ()) = tokio::join!(detach, server);
+    assert!(matches!(
+        result.unwrap_err(),
+        RequestError::OutcomeUnknown(_)
+    ));
+    match next(&mut sub).await {
+        Some(SubscriptionEvent::Resyncing { reason }) => {
+            assert!(reason.starts_with("connection lost"), "{reason}")
+        }
+        other => panic!("expected resyncing, got {other:?}"),
+    }
+    // The client does not re-attach a session it asked to leave; the subscription ends.
+    let mut peer = listener.accept_ready().await;
+    assert_ended(&mut sub, &EndReason::Detached).await;
+    assert_nothing_sent(&client, &mut peer, sub).await;
+}
