@@ -221,7 +221,7 @@ fn entry(src: &mut ValueSource<'_>, earlier: &[SessionEntry], i: usize) -> Sessi
             tokens_before: src.below(100_000) as u64,
         },
         5 => EntryKind::BranchSummary {
-            from_id: pick(src),
+            from_id: (src.below(4) != 0).then(|| pick(src)),
             summary: text(src),
         },
         6 => EntryKind::Label {

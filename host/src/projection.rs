@@ -361,7 +361,7 @@ mod tests {
             }),
             AgentMessage::BranchSummary(BranchSummaryMessage {
                 summary: "S2".into(),
-                from_id: "e1".into(),
+                from_id: Some("e1".into()),
                 timestamp: 2,
             }),
         ]);
@@ -381,7 +381,7 @@ mod tests {
         let out = project(&[
             AgentMessage::BranchSummary(BranchSummaryMessage {
                 summary: "went left".into(),
-                from_id: "e1".into(),
+                from_id: Some("e1".into()),
                 timestamp: 1,
             }),
             AgentMessage::CompactionSummary(CompactionSummaryMessage {

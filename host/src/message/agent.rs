@@ -64,8 +64,9 @@ fn yes() -> bool {
 pub struct BranchSummaryMessage {
     /// The summary text.
     pub summary: String,
-    /// The entry the abandoned branch started from.
-    pub from_id: String,
+    /// The entry the abandoned branch started from; `None` (written as `null`, the key kept, as
+    /// upstream's `fromId: string | null`) when it is not known.
+    pub from_id: Option<String>,
     /// Unix milliseconds.
     pub timestamp: u64,
 }
@@ -176,5 +177,23 @@ mod tests {
         let msgs: Vec<AgentMessage> = serde_json::from_str(text).unwrap();
         assert_eq!(msgs.len(), 3);
         assert_eq!(serde_json::to_string(&msgs).unwrap(), text);
+    }
+
+    #[test]
+    fn a_branch_summary_with_a_null_from_id_reads_and_writes_back_the_same_bytes() {
+        let text =
+            r#"{"role":"branchSummary","summary":"s","fromId":null,"timestamp":1748568000000}"#;
+        let m: AgentMessage = serde_json::from_str(text).unwrap();
+        assert!(matches!(&m, AgentMessage::BranchSummary(b) if b.from_id.is_none()));
+        assert_eq!(serde_json::to_string(&m).unwrap(), text);
+    }
+
+    #[test]
+    fn a_branch_summary_with_a_from_id_reads_and_writes_back_the_same_bytes() {
+        let text =
+            r#"{"role":"branchSummary","summary":"s","fromId":"e7","timestamp":1748568000000}"#;
+        let m: AgentMessage = serde_json::from_str(text).unwrap();
+        assert!(matches!(&m, AgentMessage::BranchSummary(b) if b.from_id.as_deref() == Some("e7")));
+        assert_eq!(serde_json::to_string(&m).unwrap(), text);
     }
 }

@@ -92,8 +92,10 @@ pub enum EntryKind {
     /// Summary of an abandoned branch.
     #[serde(rename_all = "camelCase")]
     BranchSummary {
-        /// Entry the branch started from.
-        from_id: String,
+        /// Entry the branch started from. Upstream writes a string (`"root"` for an empty
+        /// branch) but reads files unvalidated, so a `null` here loads there; it loads here too
+        /// (as `None`) and is written back as `null`.
+        from_id: Option<String>,
         /// The summary.
         summary: String,
     },
@@ -167,6 +169,21 @@ mod tests {
     }
 
     #[test]
+    fn a_branch_summary_entry_with_a_null_from_id_reads_and_writes_back_the_same_bytes() {
+        let line = r#"{"id":"00000003","parentId":"00000001","timestamp":"2025-05-30T01:20:00.000Z","type":"branch_summary","fromId":null,"summary":"b"}"#;
+        let e: SessionEntry = serde_json::from_str(line).unwrap();
+        assert_eq!(serde_json::to_string(&e).unwrap(), line);
+    }
+
+    #[test]
+    fn a_message_entry_holding_a_branch_summary_with_a_null_from_id_reads_and_writes_back_the_same_bytes()
+     {
+        let line = r#"{"id":"00000002","parentId":null,"timestamp":"2025-05-30T01:20:00.000Z","type":"message","message":{"role":"branchSummary","summary":"s","fromId":null,"timestamp":5}}"#;
+        let e: SessionEntry = serde_json::from_str(line).unwrap();
+        assert_eq!(serde_json::to_string(&e).unwrap(), line);
+    }
+
+    #[test]
     fn every_entry_kind_round_trips() {
         let kinds = vec![
             EntryKind::model_change(&ModelRef::new("openai", "m")),
@@ -179,7 +196,11 @@ mod tests {
                 tokens_before: 9,
             },
             EntryKind::BranchSummary {
-                from_id: "1".into(),
+                from_id: Some("1".into()),
+                summary: "b".into(),
+            },
+            EntryKind::BranchSummary {
+                from_id: None,
                 summary: "b".into(),
             },
             EntryKind::Label {
