@@ -105,7 +105,7 @@ impl SessionLease {
                 session.set_thinking(level).map_err(service_error)?;
                 None
             }
-            "bash" => Some(self.bash(args).await?),
+            "bash" => Some(self.bash(args, ctx).await?),
             MEMBER => return Err(RemoteServiceError::not_a_method(SERVICE, MEMBER).into()),
             other => return Err(RemoteServiceError::unknown_member(SERVICE, other).into()),
         };
@@ -148,7 +148,11 @@ impl SessionLease {
         Ok(Some(Value::Map(m)))
     }
 
-    async fn bash(&self, args: &[Value]) -> Result<Value, ServiceError> {
+    /// A user `!command`. An explicit cancel of the request kills the command (its process
+    /// group) and answers `cancelled`; the record, marked cancelled, is still published. A
+    /// client that merely disconnects does not stop it: like a turn, the command belongs to
+    /// the session, runs to completion and is recorded for whoever attaches next.
+    async fn bash(&self, args: &[Value], ctx: &Context) -> Result<Value, ServiceError> {
         const USAGE: &str = r#"[command, {"excludeFromContext"?}]"#;
         let command = string_arg(args, 0, USAGE)?;
         let exclude = match args.get(1) {
@@ -165,13 +169,17 @@ impl SessionLease {
             }
             _ => return Err(invalid(format!("Expected arguments {USAGE}"))),
         };
-        let outcome = self
-            .live
-            .session
-            .bash(command, exclude)
+        let session = &self.live.session;
+        let outcome = session
+            .bash_until(command, exclude, explicit_cancel(ctx))
             .await
             .map_err(service_error)?;
         let message = outcome.message;
+        if message.cancelled && ctx.cancel_requested() {
+            // The server answers `cancelled` for an error once the request was cancelled.
+            self.live.wait_flushed(session.event_seq()).await;
+            return Err(ServiceError::internal("bash cancelled by the client"));
+        }
         let mut m = Map::new();
         m.insert(
             "exitCode",
@@ -184,6 +192,17 @@ impl SessionLease {
             m.insert("fullOutputPath", Value::from(path));
         }
         Ok(Value::Map(m))
+    }
+}
+
+/// Completes when the client explicitly cancels the request; never on a disconnect or a
+/// server shutdown (a shutdown aborts the session's commands itself).
+async fn explicit_cancel(ctx: &Context) {
+    ctx.cancelled().await;
+    if !ctx.cancel_requested() {
+        // host/tests/e2e/bash_cancel.rs waits for this event.
+        tracing::debug!("the client left; its bash command runs on");
+        std::future::pending::<()>().await;
     }
 }
 

@@ -416,6 +416,21 @@ impl Session {
         command: &str,
         exclude_from_context: bool,
     ) -> Result<BashOutcome, SessionError> {
+        self.bash_until(command, exclude_from_context, std::future::pending())
+            .await
+    }
+
+    /// [`Session::bash`], also cancelled when `stop` completes: the command's process group
+    /// is killed, as [`Session::abort`] would, and the record says `cancelled`.
+    ///
+    /// # Errors
+    /// As [`Session::bash`].
+    pub async fn bash_until(
+        &self,
+        command: &str,
+        exclude_from_context: bool,
+        stop: impl Future<Output = ()> + Send,
+    ) -> Result<BashOutcome, SessionError> {
         let inner = &self.inner;
         let started = inner.clock.now_ms();
         let (cancel, name) = {
@@ -447,8 +462,18 @@ impl Session {
             &name,
             &cancel,
         )
-        .instrument(tracing::info_span!("bash", session_id = %inner.id))
-        .await
+        .instrument(tracing::info_span!("bash", session_id = %inner.id));
+        tokio::pin!(run, stop);
+        // Once `stop` fires, the same run goes on until it has killed the command and
+        // collected its output, so the record is written either way.
+        let run = tokio::select! {
+            biased;
+            run = &mut run => run,
+            () = &mut stop => {
+                cancel.cancel();
+                run.await
+            }
+        }
         .map_err(SessionError::Bash)?;
         let mut output = run.output;
         if run.timed_out {

@@ -9,6 +9,7 @@
     reason = "test binary: helpers unwrap like the tests they serve"
 )]
 
+mod bash_cancel;
 mod chord_errors;
 mod in_process;
 mod process;

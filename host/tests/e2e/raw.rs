@@ -1,13 +1,14 @@
-//! A frame-level client for calls the typed client would not build (an instance address on a
-//! singleton, an `unsubscribe` of an id it never opened).
+//! A frame-level client for what `baton-client` hides: the exact answer to a cancelled
+//! request, and calls the typed client would not build (an instance address on a singleton,
+//! an `unsubscribe` of an id it never opened).
 
 use std::collections::VecDeque;
 use std::path::Path;
 
 use baton_protocol::codec::{ServerMessageDecoder, encode_frame};
 use baton_protocol::{
-    ClientMessage, Id, Outcome, Request, Response, ServerId, ServerMessage, SessionTarget, Target,
-    Value,
+    Cancel, ClientMessage, Id, Outcome, Request, Response, ServerId, ServerMessage, SessionTarget,
+    Target, Value,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -80,6 +81,15 @@ impl RawPeer {
         }))
         .await;
         id
+    }
+
+    /// Cancels request `id`.
+    pub(crate) async fn cancel(&mut self, id: &Id, target: &Target) {
+        self.send(&ClientMessage::Cancel(Cancel {
+            id: id.clone(),
+            target: target.clone(),
+        }))
+        .await;
     }
 
     /// Waits for the response to `id`, skipping service updates and attachments.
