@@ -1,18 +1,18 @@
 //! The one place runtime errors become wire errors, plus argument checking.
 
-use baton_protocol::Value;
+use baton_protocol::{ErrorCode, Value};
 use baton_server::ServiceError;
 
 use crate::session::SessionError;
 
 /// `invalid_request` with `message`.
 pub(crate) fn invalid(message: impl Into<String>) -> ServiceError {
-    ServiceError::new("invalid_request", message)
+    ServiceError::from_code(ErrorCode::InvalidRequest, message)
 }
 
 /// `busy` with `message`.
 pub(crate) fn busy(message: impl Into<String>) -> ServiceError {
-    ServiceError::new("busy", message)
+    ServiceError::from_code(ErrorCode::Busy, message)
 }
 
 /// A runtime error as the client sees it (`docs/services.md`):
@@ -68,27 +68,45 @@ mod tests {
 
     #[test]
     fn runtime_errors_map_to_documented_codes() {
-        let code = |e: SessionError| service_error(e).code().to_owned();
-        assert_eq!(code(SessionError::Busy), "busy");
-        assert_eq!(code(SessionError::TooManyCommands), "busy");
+        let code = |e: SessionError| service_error(e).kind();
+        assert_eq!(code(SessionError::Busy), Some(ErrorCode::Busy));
+        assert_eq!(code(SessionError::SteerQueueFull), Some(ErrorCode::Busy));
+        assert_eq!(code(SessionError::TooManyCommands), Some(ErrorCode::Busy));
         assert_eq!(
             code(SessionError::UnknownSession("x".into())),
-            "session_not_found"
+            Some(ErrorCode::SessionNotFound)
         );
         assert_eq!(
             code(SessionError::UnknownModel("a/b".into())),
-            "invalid_request"
+            Some(ErrorCode::InvalidRequest)
         );
         assert_eq!(
             code(SessionError::BadCwd("/nope".into())),
-            "invalid_request"
+            Some(ErrorCode::InvalidRequest)
         );
-        assert_eq!(code(SessionError::NotRunning), "invalid_request");
-        assert_eq!(code(SessionError::Closed), "server_draining");
+        assert_eq!(
+            code(SessionError::NotRunning),
+            Some(ErrorCode::InvalidRequest)
+        );
+        assert_eq!(code(SessionError::Closed), Some(ErrorCode::ServerDraining));
         let internal = service_error(SessionError::Store(crate::session::StoreError::Exists(
             "private".into(),
         )));
-        assert_eq!(internal.code(), "internal_error");
+        assert!(internal.is(ErrorCode::InternalError));
         assert_eq!(internal.to_wire().message, "Internal server error");
+    }
+
+    #[test]
+    fn argument_errors_are_invalid_requests() {
+        let args = [Value::from(1u32)];
+        let e = string_arg(&args, 0, "[text]").unwrap_err();
+        assert!(e.is(ErrorCode::InvalidRequest));
+        assert_eq!(e.to_wire().message, "Expected arguments [text]");
+        assert!(
+            arity(&args, 2, "[a, b]")
+                .unwrap_err()
+                .is(ErrorCode::InvalidRequest)
+        );
+        assert!(busy("full").is(ErrorCode::Busy));
     }
 }
