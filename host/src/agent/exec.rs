@@ -1,11 +1,13 @@
 //! Executing one batch of tool calls.
 //!
-//! Each call goes through: lookup (unknown → error result), argument validation against the
-//! tool's schema (invalid → error result), execution (an `Err` or a panic → `isError`
-//! result). Results are returned in the assistant's call order whatever order they finish in.
+//! Each call goes through: lookup (unknown → error result), argument coercion and validation
+//! against the tool's schema (invalid → error result; the tool gets the coerced arguments),
+//! execution (an `Err` or a panic → `isError` result). Results are returned in the assistant's
+//! call order whatever order they finish in.
 
 use std::sync::Arc;
 
+use baton_protocol::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -35,7 +37,9 @@ pub(crate) struct Executed {
 }
 
 enum Prepared {
-    Ready(Arc<dyn Tool>),
+    /// The tool and the arguments it gets: the call's, coerced to its schema (the call itself,
+    /// which the transcript records, keeps what the model sent, as upstream's does).
+    Ready(Arc<dyn Tool>, Value),
     Failed(String),
 }
 
@@ -43,8 +47,8 @@ fn prepare(config: &AgentConfig, call: &ToolCall) -> Prepared {
     let Some(tool) = config.tools.get(&call.name) else {
         return Prepared::Failed(format!("Tool {} not found", call.name));
     };
-    match tool.parameters().validate(&call.arguments) {
-        Ok(()) => Prepared::Ready(Arc::clone(tool)),
+    match tool.parameters().parse(&call.arguments) {
+        Ok(args) => Prepared::Ready(Arc::clone(tool), args),
         Err(v) => Prepared::Failed(format!("Invalid arguments for tool {}: {v}", call.name)),
     }
 }
@@ -90,14 +94,13 @@ pub(crate) async fn execute_batch(
                 });
                 slots[i] = Some(done);
             }
-            Prepared::Ready(tool) => {
+            Prepared::Ready(tool, args) => {
                 let tool_ctx = ToolContext {
                     cwd: config.cwd.clone(),
                     artifacts_dir: config.artifacts_dir.clone(),
                     cancel: cancel.clone(),
                     tool_call_id: call.id.clone(),
                 };
-                let args = call.arguments.clone();
                 let tx = tx.clone();
                 let span = tracing::debug_span!("tool", tool_call_id = %call.id, name = %call.name);
                 let task = async move {

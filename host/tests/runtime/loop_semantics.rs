@@ -168,6 +168,74 @@ async fn invalid_arguments_get_an_error_result_without_running_the_tool() {
 }
 
 #[tokio::test]
+async fn coercible_arguments_run_the_tool_with_the_coerced_values_while_the_transcript_keeps_the_model_s()
+ {
+    let echo = TestTool::new("echo", Behaviour::Echo);
+    let p = FakeProvider::new(vec![
+        vec![
+            call("c1", "echo", r#"{"n":"42"}"#),
+            done(StopReason::ToolUse),
+        ],
+        vec![text("done"), done(StopReason::Stop)],
+    ]);
+    let ctx = TestCtx::new();
+    go(
+        &config(p, tools(vec![echo.clone()])),
+        &ctx,
+        &CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(echo.runs(), 1);
+    assert_eq!(
+        results(&ctx.messages()),
+        vec![("c1".into(), false, r#"echo:{"n":42}"#.into())]
+    );
+    let sent: Vec<String> = ctx
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            AgentMessage::Assistant(a) => Some(a.tool_calls()),
+            _ => None,
+        })
+        .flatten()
+        .map(|c| c.arguments.to_json())
+        .collect();
+    assert_eq!(sent, vec![r#"{"n":"42"}"#.to_owned()]);
+    let started: Vec<String> = ctx
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            LoopEvent::ToolStart { call } => Some(call.arguments.to_json()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, vec![r#"{"n":"42"}"#.to_owned()]);
+}
+
+#[tokio::test]
+async fn a_null_optional_argument_is_dropped_before_the_tool_runs() {
+    let echo = TestTool::new("echo", Behaviour::Echo);
+    let p = FakeProvider::new(vec![
+        vec![
+            call("c1", "echo", r#"{"n":null}"#),
+            done(StopReason::ToolUse),
+        ],
+        vec![text("done"), done(StopReason::Stop)],
+    ]);
+    let ctx = TestCtx::new();
+    go(
+        &config(p, tools(vec![echo.clone()])),
+        &ctx,
+        &CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(
+        results(&ctx.messages()),
+        vec![("c1".into(), false, "echo:{}".into())]
+    );
+}
+
+#[tokio::test]
 async fn throwing_tool_gets_an_is_error_result_and_the_run_continues() {
     let p = FakeProvider::new(vec![vec![
         call("c1", "bad", "{}"),
