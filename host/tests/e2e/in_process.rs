@@ -350,7 +350,7 @@ async fn session_methods_take_effect_before_their_response() {
         .subscribe("pi.nope", ServiceMode::Singleton)
         .await
         .unwrap_err();
-    assert_eq!(err.code(), Some("service_not_found"));
+    assert_eq!(err.code(), Some("service_not_allowed"));
     let err = session
         .subscribe("pi.session", ServiceMode::Keyed)
         .await
