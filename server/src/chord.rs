@@ -1,6 +1,7 @@
 //! The chord pieces the server works with, re-exported for hosts, plus the server's
 //! encode-once machinery for updates shared by many subscribers.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -14,6 +15,8 @@ pub use baton_protocol::chord::{
 };
 
 use baton_protocol::chord::StateEncoder;
+
+use crate::config::ResyncDialect;
 
 /// How many distinct encoder states one [`SharedUpdate`] remembers encodings for.
 const SHARED_ENCODINGS: usize = 4;
@@ -242,7 +245,33 @@ impl SubscriptionEncoder {
         }
     }
 
+    /// Encodes a resync (the `updates` from [`resync`] for `snapshot`) as one run of frames.
+    ///
+    /// Afterwards the codecs are those of `snapshot`, as the client's are once it applied the
+    /// run: its `closed` drop every codec it held, its `spawned` (or `replaced`, or `reset`)
+    /// start a fresh one for every state of the snapshot. Each update's wire form is its
+    /// plain form (snapshots are full root replacements). On error nothing changes.
+    pub(crate) fn encode_resync(
+        &mut self,
+        sid: &Id,
+        snapshot: &SubscriptionSnapshot,
+        updates: &[ProviderUpdate],
+        max_frame_length: u32,
+    ) -> Result<Bytes, String> {
+        let mut fresh = StateEncoder::new();
+        fresh.encode_snapshot(snapshot).map_err(|e| e.to_string())?;
+        let mut out = BytesMut::new();
+        for update in updates {
+            let cbor = encode_update_payload(&update.to_value(), max_frame_length)
+                .map_err(|e| e.to_string())?;
+            self.put_frame(sid, &cbor, max_frame_length, &mut out)?;
+        }
+        self.encoder = fresh;
+        Ok(out.freeze())
+    }
+
     /// Encodes a one-off update (no sharing) into a frame of its own.
+    #[cfg(test)]
     pub(crate) fn encode_single(
         &mut self,
         sid: &Id,
@@ -264,9 +293,62 @@ impl SubscriptionEncoder {
     }
 }
 
-/// A `reset` update carrying `snapshot`.
-pub(crate) fn reset(snapshot: SubscriptionSnapshot) -> ProviderUpdate {
-    ProviderUpdate::Reset { snapshot }
+/// The updates that re-baseline a subscriber on `snapshot` after its backlog was dropped,
+/// given the instances its client holds (`held`, keyed subscriptions only).
+///
+/// [`ResyncDialect::Lifecycle`], which every upstream consumer accepts: a singleton gets one
+/// `replaced` carrying the instance (chord's consumer installs it as a full re-baseline, each
+/// state taking the snapshot's sequence); a keyed subscription gets a `closed` for every
+/// instance the client holds, then a `spawned` for every instance of the snapshot. The
+/// `closed` come first and cover *every* held instance, those that live on included: the
+/// client's state decoder refuses a `spawned` for an address it still has codecs for
+/// (`Duplicate service state k@g.member`), and a `closed` it has no instance for is ignored.
+/// [`ResyncDialect::Reset`]: one `reset` (pi ≥ 1.0 only).
+///
+/// # Errors
+/// A singleton snapshot that is not exactly one unaddressed instance, or a keyed one with an
+/// unaddressed instance (a host bug: no valid update can carry it).
+pub(crate) fn resync(
+    dialect: ResyncDialect,
+    snapshot: &SubscriptionSnapshot,
+    held: &BTreeSet<InstanceAddress>,
+) -> Result<Vec<ProviderUpdate>, String> {
+    if dialect == ResyncDialect::Reset {
+        return Ok(vec![ProviderUpdate::Reset {
+            snapshot: snapshot.clone(),
+        }]);
+    }
+    match snapshot.mode {
+        ServiceMode::Singleton => match snapshot.instances.as_slice() {
+            [only] if only.instance.is_none() => Ok(vec![ProviderUpdate::Replaced {
+                snapshot: only.clone(),
+            }]),
+            _ => Err("a singleton snapshot must hold exactly one unaddressed instance".into()),
+        },
+        ServiceMode::Keyed => {
+            let closed = held.iter().map(|address| ProviderUpdate::Closed {
+                instance: address.clone(),
+            });
+            let spawned = snapshot.instances.iter().map(|instance| {
+                if instance.instance.is_none() {
+                    return Err("a keyed snapshot holds an unaddressed instance".to_owned());
+                }
+                Ok(ProviderUpdate::Spawned {
+                    instance: instance.clone(),
+                })
+            });
+            closed.map(Ok).chain(spawned).collect()
+        }
+    }
+}
+
+/// The addresses of a snapshot's keyed instances.
+pub(crate) fn addresses(snapshot: &SubscriptionSnapshot) -> BTreeSet<InstanceAddress> {
+    snapshot
+        .instances
+        .iter()
+        .filter_map(|instance| instance.instance.clone())
+        .collect()
 }
 
 /// Parses what a host returned from `subscribe` (upstream `parseServiceSubscriptionSnapshot`).
@@ -297,6 +379,7 @@ pub(crate) fn covered_by(update: &ProviderUpdate, snapshot: &SubscriptionSnapsho
 
 /// Frames `{"type":"service_update","subscriptionId":sid,"update":<update_cbor>}` around an
 /// already encoded update (byte-identical to encoding the whole message).
+#[cfg(test)]
 fn service_update_frame(
     sid: &Id,
     update_cbor: &[u8],

@@ -28,7 +28,7 @@ pub const DEFAULT_MAX_ACTIVE_REQUESTS: usize = 256;
 /// Subscriptions one connection may hold (pending or established): 256. The next subscribe
 /// is answered `busy`.
 pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 256;
-/// Updates a subscriber may have waiting before its queue is replaced by one `reset`: 100
+/// Updates a subscriber may have waiting before its backlog is replaced by a resync: 100
 /// (pi 1.0.x provider buffer cap).
 pub const DEFAULT_SUBSCRIBER_QUEUE_LENGTH: usize = 100;
 /// Time graceful close lets in-flight requests finish before they are abandoned: 10 s.
@@ -38,6 +38,22 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_GRACEFUL_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest timer upstream accepts (Node's maximum delay), kept for option parity.
 pub const MAX_TIMEOUT: Duration = Duration::from_millis(2_147_483_647);
+
+/// How the server re-baselines a subscriber whose backlog it dropped (a client too slow to
+/// read [`ServerConfig::subscriber_queue_length`] updates). `docs/protocol.md` §11.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ResyncDialect {
+    /// Updates every upstream consumer accepts (chord 0.85.1 and later): one `replaced`
+    /// carrying the current instance for a singleton; for a keyed subscription a `closed`
+    /// for every instance the client holds, then a `spawned` for every current instance.
+    #[default]
+    Lifecycle,
+    /// One `{"type":"reset","snapshot"}` (pi 1.0.x). chord 0.85.1 and 0.87.1 consumers
+    /// refuse it (`Invalid service provider update`) and fail the connection: choose it
+    /// only when every client speaks pi ≥ 1.0.
+    Reset,
+}
 
 /// Everything a [`Server`](crate::Server) needs besides its host and listeners.
 ///
@@ -61,8 +77,12 @@ pub struct ServerConfig {
     pub max_active_requests: usize,
     /// Subscriptions per connection ([`DEFAULT_MAX_SUBSCRIPTIONS`]).
     pub max_subscriptions: usize,
-    /// Pending updates per subscriber before a `reset` ([`DEFAULT_SUBSCRIBER_QUEUE_LENGTH`]).
+    /// Pending updates per subscriber before its backlog is replaced by a resync
+    /// ([`DEFAULT_SUBSCRIBER_QUEUE_LENGTH`]).
     pub subscriber_queue_length: usize,
+    /// What that resync is made of ([`ResyncDialect::Lifecycle`], which every upstream
+    /// client accepts).
+    pub resync: ResyncDialect,
     /// Graceful-close deadline for in-flight requests ([`DEFAULT_DRAIN_TIMEOUT`]).
     pub drain_timeout: Duration,
     /// Flush deadline for a closing connection ([`DEFAULT_GRACEFUL_CLOSE_TIMEOUT`]).
@@ -87,6 +107,7 @@ impl ServerConfig {
             max_active_requests: DEFAULT_MAX_ACTIVE_REQUESTS,
             max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
             subscriber_queue_length: DEFAULT_SUBSCRIBER_QUEUE_LENGTH,
+            resync: ResyncDialect::default(),
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             graceful_close_timeout: DEFAULT_GRACEFUL_CLOSE_TIMEOUT,
             tcp_keepalive: Some(KeepaliveConfig::default()),

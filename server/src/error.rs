@@ -231,7 +231,10 @@ mod tests {
         assert_eq!(e.code(), ErrorCode::Busy.as_str());
         assert_eq!(e.kind(), Some(ErrorCode::Busy));
         assert!(e.is(ErrorCode::Busy));
-        assert_eq!(e.to_wire(), WireError::from_code(ErrorCode::Busy, "too many"));
+        assert_eq!(
+            e.to_wire(),
+            WireError::from_code(ErrorCode::Busy, "too many")
+        );
     }
 
     #[test]

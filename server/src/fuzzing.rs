@@ -219,7 +219,7 @@ impl Provider {
 /// calls, subscribe/unsubscribe, catalogue, invalid calls, cancels, raw garbage) and
 /// delivers its bytes in input-chosen chunks through a `ClientMessageDecoder`; the host
 /// accepts or refuses the attach, finishes dispatched requests (value, void, error,
-/// snapshots good and bad), publishes updates and resets; the writer drains some or all
+/// snapshots good and bad), publishes updates (overflowing into resyncs); the writer drains some or all
 /// frames or stalls; timers, drain, finish and abort happen.
 ///
 /// Checks: no panic; every output frame is a valid server frame; the first frame is `hello`
@@ -237,6 +237,7 @@ pub fn server_conn(data: &[u8]) {
         subscriber_queue_length: 1 + src.below(4),
         max_pending_bytes: [160, 400, 1200, 4096, 1 << 16][src.below(5)],
         max_frame_length: [1 << 20, 300, 120][src.below(3)],
+        resync: crate::ResyncDialect::Lifecycle,
     };
     let start = tokio::time::Instant::now().into_std();
     let timeout = Duration::from_secs(5);

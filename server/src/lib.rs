@@ -5,8 +5,9 @@
 //! **host** (the application that owns agent sessions) through the traits in [`host`]. It
 //! is byte-exact with upstream pi 1.0.x where upstream defines behaviour, and stronger where
 //! upstream is weak: TLS with optional client certificates, the peer's authenticated
-//! identity in every host [`Context`], bounded subscriber queues that fall back to a `reset`
-//! snapshot instead of dropping updates or blocking the host, limits on everything a peer
+//! identity in every host [`Context`], bounded subscriber queues that fall back to a resync
+//! from the current snapshot (in updates every upstream client accepts) instead of dropping
+//! updates or blocking the host, limits on everything a peer
 //! can grow, and a graceful drain.
 //!
 //! ```text
@@ -45,7 +46,7 @@
 //! | connections | [`DEFAULT_MAX_CONNECTIONS`] | `hello_error{busy}`, close |
 //! | active requests per connection | [`DEFAULT_MAX_ACTIVE_REQUESTS`] | response `busy`, connection kept |
 //! | subscriptions per connection | [`DEFAULT_MAX_SUBSCRIPTIONS`] | response `busy`, connection kept |
-//! | pending updates per subscriber | [`DEFAULT_SUBSCRIBER_QUEUE_LENGTH`] | backlog replaced by one `reset` |
+//! | pending updates per subscriber | [`DEFAULT_SUBSCRIBER_QUEUE_LENGTH`] | backlog replaced by a resync (`replaced`, or `closed` + `spawned`; [`ResyncDialect`]) |
 //! | drain | [`DEFAULT_DRAIN_TIMEOUT`] | in-flight requests abandoned |
 //!
 //! ## Cancellation
@@ -78,7 +79,7 @@ pub use config::{
     DEFAULT_MAX_ACTIVE_REQUESTS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_LENGTH,
     DEFAULT_MAX_PENDING_BYTES_FRAMES, DEFAULT_MAX_SUBSCRIPTIONS, DEFAULT_SUBSCRIBER_QUEUE_LENGTH,
     DEFAULT_TCP_KEEPALIVE_INTERVAL, DEFAULT_TCP_KEEPALIVE_RETRIES, DEFAULT_TCP_KEEPALIVE_TIME,
-    KeepaliveConfig, MAX_TIMEOUT, ServerConfig,
+    KeepaliveConfig, MAX_TIMEOUT, ResyncDialect, ServerConfig,
 };
 pub use context::{ConnectionId, Context, Peer};
 pub use error::{

@@ -15,8 +15,9 @@ pub use crate::conn::state::Published;
 /// subscription's own state encoder and queued. Each subscriber has a bounded backlog
 /// ([`DEFAULT_SUBSCRIBER_QUEUE_LENGTH`](crate::DEFAULT_SUBSCRIBER_QUEUE_LENGTH) updates, and
 /// the connection's pending-byte budget); when an update does not fit, the whole backlog is
-/// replaced by one `reset` update carrying `snapshot()`, so memory stays bounded and the
-/// client converges on the current state.
+/// replaced by one resync from `snapshot()` (a `replaced`, or `closed` + `spawned` for a
+/// keyed service; see [`ResyncDialect`](crate::ResyncDialect)), so memory stays bounded and
+/// the client converges on the current state.
 ///
 /// Updates published while the subscribe call is still running are held and sent right
 /// after its response (state updates the snapshot already covers are dropped).
@@ -85,7 +86,7 @@ impl Publisher {
     ///
     /// `snapshot` must return the subscription's full current state including the effect of
     /// **every** update in `updates`. If the subscriber falls behind part-way, its backlog
-    /// is replaced by one `reset` carrying that snapshot and the rest of the batch is not
+    /// is replaced by one resync from that snapshot and the rest of the batch is not
     /// queued (the snapshot already contains it); the result is then
     /// [`Published::Reset`]. The same rules as for [`publish`](Self::publish) apply to
     /// `snapshot`.

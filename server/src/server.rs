@@ -163,6 +163,7 @@ impl<H: ServerHost> Server<H> {
             max_active_requests: config.max_active_requests,
             max_subscriptions: config.max_subscriptions,
             subscriber_queue_length: config.subscriber_queue_length,
+            resync: config.resync,
         };
         let host: Arc<H> = host.into();
         let tasks = TaskTracker::new();

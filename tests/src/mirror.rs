@@ -1,6 +1,6 @@
 //! A client-side mirror of one `test.counter` subscription, for tests that speak raw frames:
 //! the wire snapshot and updates go through the protocol's own `StateDecoder` and `Replica`,
-//! counting updates and resets on the way.
+//! counting updates and re-baselines on the way.
 
 use baton_protocol::Value;
 use baton_protocol::chord::{Replica, ServiceMode, StateDecoder};
@@ -10,10 +10,13 @@ use baton_protocol::chord::{Replica, ServiceMode, StateDecoder};
 pub struct Mirror {
     decoder: StateDecoder,
     replica: Replica,
-    /// `reset` updates applied.
+    /// Re-baselines applied: `replaced` (how baton resyncs a singleton subscriber that fell
+    /// behind) or `reset` (the pi 1.0.x dialect).
     pub resets: usize,
-    /// Updates applied, resets included.
+    /// Updates applied, re-baselines included.
     pub updates: usize,
+    /// Updates applied, by type (`state`, `replaced`, …).
+    pub types: std::collections::BTreeMap<&'static str, usize>,
 }
 
 impl Mirror {
@@ -28,15 +31,17 @@ impl Mirror {
             replica,
             resets: 0,
             updates: 0,
+            types: std::collections::BTreeMap::new(),
         }
     }
 
     /// Applies one wire update; panics if it does not decode or apply in sequence.
     pub fn apply(&mut self, update: &Value) {
         let u = self.decoder.decode_update(update).expect("wire update");
-        if u.type_name() == "reset" {
+        if matches!(u.type_name(), "reset" | "replaced") {
             self.resets += 1;
         }
+        *self.types.entry(u.type_name()).or_default() += 1;
         self.updates += 1;
         self.replica.apply_update(u).expect("apply in sequence");
     }

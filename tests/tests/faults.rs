@@ -1,5 +1,5 @@
-//! Fault suite: slow subscribers (memory stays bounded, the backlog collapses into a
-//! `reset`, other connections are unaffected, a stalled `baton-client` replica converges once
+//! Fault suite: slow subscribers (memory stays bounded, the backlog collapses into one
+//! `replaced` that every upstream client accepts, other connections are unaffected, a stalled `baton-client` replica converges once
 //! it reads again), host calls that panic (answered `internal_error`, isolated), and a
 //! graceful drain under load (every request answered: its result or `server_draining`).
 #![allow(
@@ -99,16 +99,16 @@ async fn a_subscriber_that_stops_reading_costs_bounded_memory_and_others_are_una
     let published: Vec<Published> = host.lock().published.clone();
     let resets = published.iter().filter(|r| **r == Published::Reset).count();
     println!(
-        "slow subscriber: {BUMPS} updates of {} KiB published, {resets} backlog collapses into a reset; \
+        "slow subscriber: {BUMPS} updates of {} KiB published, {resets} backlog collapses into a resync; \
          VmRSS {:.1} MiB before, peak {:.1} MiB, {:.1} MiB after",
         BLOB / 1024,
         before as f64 / MIB as f64,
         peak as f64 / MIB as f64,
         after as f64 / MIB as f64
     );
-    // As docs/server.md promises below max_pending_bytes: the backlog collapses into a reset
+    // As docs/server.md promises below max_pending_bytes: the backlog collapses into a resync
     // and the connection is kept (never Closed), and memory does not grow with the stream.
-    assert!(resets >= 1, "the stalled backlog collapsed into a reset");
+    assert!(resets >= 1, "the stalled backlog collapsed into a resync");
     assert!(!published.contains(&Published::Closed));
     assert!(
         peak.saturating_sub(before) < 48 * MIB,
@@ -124,9 +124,12 @@ async fn a_subscriber_that_stops_reading_costs_bounded_memory_and_others_are_una
         idle.call(idle.server_target(), echo(Value::from(1))).await,
         Outcome::Value(Value::from(1))
     );
-    // The stalled client reads again: it gets a reset and converges.
+    // The stalled client reads again: it gets a `replaced` (never a `reset`, which chord
+    // 0.85.1 refuses) and converges.
     drain_updates(&mut stalled, &mut stalled_mirror).await;
     assert!(stalled_mirror.resets >= 1);
+    assert!(stalled_mirror.types.get("replaced").is_some_and(|n| *n >= 1));
+    assert_eq!(stalled_mirror.types.get("reset"), None);
     assert!(stalled_mirror.updates < BUMPS);
     assert_eq!(stalled_mirror.value(), Some(&host.counter_value()));
 }
@@ -231,13 +234,13 @@ async fn a_stalled_client_replica_converges_once_it_reads_again() {
     converged(&host, &sub).await;
 
     // The network stalls: the server's socket fills, then the subscriber queue, then the
-    // backlog collapses into a reset.
+    // backlog collapses into a resync.
     proxy.pause(true);
     let mut bumps = 0;
     while !host.lock().published.contains(&Published::Reset) {
         host.bump();
         bumps += 1;
-        assert!(bumps < 5_000, "no reset after {bumps} updates");
+        assert!(bumps < 5_000, "no resync after {bumps} updates");
     }
     for _ in 0..20 {
         host.bump();

@@ -1,10 +1,16 @@
 //! The outbound queue of one connection: encoded frames in the order they were produced,
 //! with per-subscription bookkeeping so a slow subscriber's backlog can be replaced by one
-//! `reset` frame in place.
+//! resync entry in place.
 //!
 //! Frames leave in the order they were queued, so responses and updates leave in the order
 //! the server produced them (a response never overtakes an update published before it), and
-//! a subscription's `reset` takes the place of the oldest frame it replaces.
+//! a subscription's resync takes the place of the oldest frame it replaces.
+//!
+//! A subscription's queue is counted in *units*: one per update frame, and one for a resync
+//! entry however many frames it holds (it replaced the whole backlog). Units of one
+//! subscription leave in the order they were queued, and [`Outbound::subscription_taken`]
+//! counts those the writer has taken, so the connection state can tell which of the updates
+//! it queued have reached the writer.
 //!
 //! Publishing is the hot path (one publisher, many subscribers, every update), so it is kept
 //! to appends: update frames are encoded straight into a per-connection arena (no allocation
@@ -54,11 +60,13 @@ struct OpenRun {
     len: usize,
 }
 
-/// Live frames and bytes queued for one subscription.
+/// Live units and bytes queued for one subscription, and units taken by the writer.
 #[derive(Debug, Default, Clone, Copy)]
 struct SlotQueue {
     frames: usize,
     bytes: usize,
+    /// Units the writer has taken since the subscription opened.
+    taken: u64,
 }
 
 /// Queued frames plus byte accounting. Pure data; the connection state drives it.
@@ -90,6 +98,7 @@ impl Outbound {
     /// A handle for a new subscription's frames.
     pub(crate) fn open_subscription(&mut self) -> SubSlot {
         if let Some(i) = self.free_slots.pop() {
+            self.slots[i as usize] = SlotQueue::default();
             return SubSlot(i);
         }
         let i = u32::try_from(self.slots.len()).expect("fewer than 2^32 subscriptions");
@@ -105,9 +114,16 @@ impl Outbound {
         removed
     }
 
-    /// Frames queued for one subscription.
+    /// Units queued for one subscription.
     pub(crate) fn subscription_len(&self, slot: SubSlot) -> usize {
         self.slots[slot.0 as usize].frames
+    }
+
+    /// Units of one subscription the writer has taken since it opened. The unit queued next
+    /// has number `subscription_taken + subscription_len` (counting from 0); it has reached
+    /// the writer once `subscription_taken` exceeds that.
+    pub(crate) fn subscription_taken(&self, slot: SubSlot) -> u64 {
+        self.slots[slot.0 as usize].taken
     }
 
     /// Bytes queued for one subscription.
@@ -189,8 +205,8 @@ impl Outbound {
         }
     }
 
-    /// Replaces every queued frame of `slot` by `frame`, at the position of the oldest one
-    /// (or at the end if none was queued).
+    /// Replaces every queued unit of `slot` by `frame` (one unit, though it may hold several
+    /// frames), at the position of the oldest one (or at the end if none was queued).
     pub(crate) fn replace_subscription(&mut self, slot: SubSlot, frame: Bytes) {
         if self.slots[slot.0 as usize].frames == 0 {
             self.push_update(slot, frame);
@@ -205,7 +221,10 @@ impl Outbound {
         self.close_run();
         let queued = self.slots[slot.0 as usize];
         let replacement_len = replacement.as_ref().map(Bytes::len);
-        self.slots[slot.0 as usize] = SlotQueue::default();
+        self.slots[slot.0 as usize] = SlotQueue {
+            taken: queued.taken,
+            ..SlotQueue::default()
+        };
         self.queued_bytes -= queued.bytes;
         let mut left = queued.frames;
         for item in &mut self.queue {
@@ -234,6 +253,7 @@ impl Outbound {
             self.slots[slot.0 as usize] = SlotQueue {
                 frames: 1,
                 bytes: len,
+                taken: queued.taken,
             };
         }
         self.compact();
@@ -273,6 +293,7 @@ impl Outbound {
                 let q = &mut self.slots[slot.0 as usize];
                 q.frames -= item.frames;
                 q.bytes -= frame.len();
+                q.taken += item.frames as u64;
             }
             self.queued_bytes -= frame.len();
             self.in_flight += frame.len();
@@ -289,9 +310,12 @@ impl Outbound {
     pub(crate) fn clear(&mut self) {
         self.queue.clear();
         self.dead = 0;
-        self.slots
-            .iter_mut()
-            .for_each(|q| *q = SlotQueue::default());
+        self.slots.iter_mut().for_each(|q| {
+            *q = SlotQueue {
+                taken: q.taken,
+                ..SlotQueue::default()
+            }
+        });
         self.arena = BytesMut::new();
         self.open = None;
         self.queued_bytes = 0;
@@ -319,7 +343,33 @@ mod tests {
     }
 
     #[test]
-    fn reset_takes_the_place_of_the_oldest_replaced_frame() {
+    fn taken_counts_each_subscriptions_units_as_the_writer_takes_them() {
+        let mut o = Outbound::default();
+        let (a, b) = (o.open_subscription(), o.open_subscription());
+        o.push_update(a, Bytes::from_static(b"a1"));
+        o.push_update(b, Bytes::from_static(b"b1"));
+        for _ in 0..3 {
+            o.stage().extend_from_slice(b"a");
+            o.commit_staged(a);
+        }
+        assert_eq!((o.subscription_taken(a), o.subscription_len(a)), (0, 4));
+        o.pop();
+        assert_eq!(o.subscription_taken(a), 1);
+        o.pop();
+        assert_eq!(o.subscription_taken(b), 1);
+        // A resync replaces the run of three and counts as one unit.
+        o.replace_subscription(a, Bytes::from_static(b"resync"));
+        assert_eq!((o.subscription_taken(a), o.subscription_len(a)), (1, 1));
+        o.pop();
+        assert_eq!((o.subscription_taken(a), o.subscription_len(a)), (2, 0));
+        // A reopened slot counts from zero.
+        o.close_subscription(a);
+        let c = o.open_subscription();
+        assert_eq!((o.subscription_taken(c), o.subscription_len(c)), (0, 0));
+    }
+
+    #[test]
+    fn a_resync_takes_the_place_of_the_oldest_replaced_frame() {
         let mut o = Outbound::default();
         let (a, b) = (o.open_subscription(), o.open_subscription());
         o.push(Bytes::from_static(b"r0"));
@@ -338,7 +388,7 @@ mod tests {
     }
 
     #[test]
-    fn reset_of_a_subscription_with_nothing_queued_goes_last() {
+    fn a_resync_of_a_subscription_with_nothing_queued_goes_last() {
         let mut o = Outbound::default();
         let a = o.open_subscription();
         o.push(Bytes::from_static(b"r1"));
@@ -363,7 +413,7 @@ mod tests {
     }
 
     #[test]
-    fn repeated_resets_behind_a_stalled_writer_do_not_grow_the_queue() {
+    fn repeated_resyncs_behind_a_stalled_writer_do_not_grow_the_queue() {
         let mut o = Outbound::default();
         let a = o.open_subscription();
         for round in 0..100 {
@@ -408,7 +458,7 @@ mod tests {
     }
 
     #[test]
-    fn a_reset_replaces_a_run_still_in_the_arena() {
+    fn a_resync_replaces_a_run_still_in_the_arena() {
         let mut o = Outbound::default();
         let (a, b) = (o.open_subscription(), o.open_subscription());
         o.push_update(b, Bytes::from_static(b"b1"));

@@ -12,7 +12,7 @@
 //! registration, control-call decoding, wrong server, then `server_draining` while draining,
 //! duplicate subscription (and the subscription limit), dispatch.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -27,9 +27,11 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::chord::{
-    BatchCursor, ControlCall, ServiceCall, SharedUpdate, SubscriptionEncoder, SubscriptionSnapshot,
-    covered_by, parse_snapshot, reset,
+    BatchCursor, ControlCall, InstanceAddress, ProviderUpdate, ServiceCall, ServiceMode,
+    SharedUpdate, SubscriptionEncoder, SubscriptionSnapshot, addresses, covered_by, parse_snapshot,
+    resync,
 };
+use crate::config::ResyncDialect;
 use crate::conn::outbound::{Outbound, SubSlot};
 use crate::error::ServiceError;
 
@@ -41,6 +43,7 @@ pub(crate) struct ConnLimits {
     pub(crate) max_active_requests: usize,
     pub(crate) max_subscriptions: usize,
     pub(crate) subscriber_queue_length: usize,
+    pub(crate) resync: ResyncDialect,
 }
 
 /// What a request is, for post-processing its result.
@@ -63,7 +66,61 @@ struct Active {
 #[derive(Debug)]
 enum Buffered {
     Update(SharedUpdate),
-    Reset(SubscriptionSnapshot),
+    /// The held updates overflowed: re-baseline on this snapshot once open.
+    Resync(SubscriptionSnapshot),
+}
+
+/// The instances a keyed subscriber's client holds, so that a resync can close exactly those.
+///
+/// `delivered` is what the client holds once it has applied every unit of the subscription
+/// the writer has taken (the subscribe response's instances to begin with); `pending` lists
+/// the instance changes still in the outbound queue, each with the number of the unit that
+/// carries it. Changes move from `pending` into `delivered` as the writer takes their units,
+/// checked whenever a change is queued or a resync is built, so `pending` never holds more
+/// than the subscription's queue (at most one entry per queued unit) and `delivered` never
+/// more than the instances the client was told of.
+#[derive(Debug, Default)]
+struct KeyedView {
+    delivered: BTreeSet<InstanceAddress>,
+    pending: VecDeque<(u64, ViewChange)>,
+}
+
+#[derive(Debug)]
+enum ViewChange {
+    Spawned(InstanceAddress),
+    Closed(InstanceAddress),
+    /// A resync: the client then holds exactly these.
+    Resync(BTreeSet<InstanceAddress>),
+}
+
+impl KeyedView {
+    /// Applies every change whose unit the writer has taken (`taken` units so far).
+    fn settle(&mut self, taken: u64) {
+        while let Some((_, change)) = self.pending.pop_front_if(|(unit, _)| *unit < taken) {
+            match change {
+                ViewChange::Spawned(address) => {
+                    self.delivered.insert(address);
+                }
+                ViewChange::Closed(address) => {
+                    self.delivered.remove(&address);
+                }
+                ViewChange::Resync(held) => self.delivered = held,
+            }
+        }
+    }
+
+    /// Notes a queued update that spawns or closes an instance, riding in unit `unit`.
+    fn queued(&mut self, unit: u64, update: &ProviderUpdate) {
+        let change = match update {
+            ProviderUpdate::Spawned { instance } => match &instance.instance {
+                Some(address) => ViewChange::Spawned(address.clone()),
+                None => return,
+            },
+            ProviderUpdate::Closed { instance } => ViewChange::Closed(instance.clone()),
+            _ => return,
+        };
+        self.pending.push_back((unit, change));
+    }
 }
 
 #[derive(Debug)]
@@ -78,6 +135,9 @@ enum Subscription {
         encoder: SubscriptionEncoder,
         /// Its frames in the outbound queue.
         slot: SubSlot,
+        /// What the client holds, for a keyed subscription (a singleton's resync needs no
+        /// history).
+        view: Option<KeyedView>,
     },
 }
 
@@ -118,7 +178,8 @@ pub(crate) enum Closing {
 pub enum Published {
     /// Queued for the subscriber (or buffered until its subscribe response goes out).
     Queued,
-    /// The subscriber was behind: its backlog was replaced by one `reset` update.
+    /// The subscriber was behind: its backlog was replaced by a resync from the current
+    /// snapshot (see [`ResyncDialect`]).
     Reset,
     /// No such subscription on this connection (never subscribed, or unsubscribed).
     Dropped,
@@ -328,10 +389,18 @@ impl ConnState {
         let buffer = match self.subscriptions.get(sid) {
             Some(Subscription::Opening { request, .. }) if request == id => {
                 let slot = self.out.open_subscription();
-                match self
-                    .subscriptions
-                    .insert(sid.clone(), Subscription::Open { encoder, slot })
-                {
+                let view = (snapshot.mode == ServiceMode::Keyed).then(|| KeyedView {
+                    delivered: addresses(&snapshot),
+                    pending: VecDeque::new(),
+                });
+                match self.subscriptions.insert(
+                    sid.clone(),
+                    Subscription::Open {
+                        encoder,
+                        slot,
+                        view,
+                    },
+                ) {
                     Some(Subscription::Opening { buffer, .. }) => buffer,
                     _ => VecDeque::new(),
                 }
@@ -346,7 +415,7 @@ impl ConnState {
                 Buffered::Update(u) => {
                     self.enqueue_updates(sid, std::slice::from_ref(&u), None::<fn() -> _>)
                 }
-                Buffered::Reset(s) => self.enqueue_reset(sid, s),
+                Buffered::Resync(s) => self.enqueue_resync(sid, &s),
             };
             if outcome == Published::Closed {
                 return;
@@ -362,7 +431,7 @@ impl ConnState {
     }
 
     /// A provider update for one of this connection's subscriptions. `snapshot` is called
-    /// only if the subscriber's backlog must be replaced by a `reset`.
+    /// only if the subscriber's backlog must be replaced by a resync.
     pub(crate) fn publish(
         &mut self,
         subscription_id: &str,
@@ -373,9 +442,9 @@ impl ConnState {
     }
 
     /// Provider updates for one of this connection's subscriptions, in order. `snapshot`
-    /// is called only if the subscriber's backlog must be replaced by a `reset`; it must
+    /// is called only if the subscriber's backlog must be replaced by a resync; it must
     /// include the effect of every update in `updates`, so the rest of the batch is then
-    /// dropped (the `reset` covers it).
+    /// dropped (the resync covers it).
     pub(crate) fn publish_many(
         &mut self,
         subscription_id: &str,
@@ -399,7 +468,7 @@ impl ConnState {
                 for update in updates {
                     if buffer.len() >= queue_length {
                         buffer.clear();
-                        buffer.push_back(Buffered::Reset(snapshot()));
+                        buffer.push_back(Buffered::Resync(snapshot()));
                         return Published::Reset;
                     }
                     buffer.push_back(Buffered::Update(update.clone()));
@@ -628,7 +697,7 @@ impl ConnState {
     }
 
     /// Encodes and queues `updates` for the open subscription `sid`. With `snapshot`, a full
-    /// subscriber queue (length or pending bytes) turns into a `reset` that replaces the
+    /// subscriber queue (length or pending bytes) turns into a resync that replaces the
     /// backlog and covers the rest of `updates`; without (replaying what was held during the
     /// subscribe, which is bounded by the queue length already), only the pending-byte limit
     /// applies and breaking it closes the connection.
@@ -638,7 +707,12 @@ impl ConnState {
         updates: &[SharedUpdate],
         snapshot: Option<impl FnOnce() -> SubscriptionSnapshot>,
     ) -> Published {
-        let Some(Subscription::Open { encoder, slot }) = self.subscriptions.get_mut(sid) else {
+        let Some(Subscription::Open {
+            encoder,
+            slot,
+            view,
+        }) = self.subscriptions.get_mut(sid)
+        else {
             return Published::Dropped;
         };
         let slot = *slot;
@@ -665,6 +739,18 @@ impl ConnState {
                 break;
             }
             out.commit_staged(slot);
+            if let Some(view) = view.as_mut()
+                && matches!(
+                    update.update(),
+                    ProviderUpdate::Spawned { .. } | ProviderUpdate::Closed { .. }
+                )
+            {
+                let taken = out.subscription_taken(slot);
+                view.settle(taken);
+                // The unit just queued is the subscription's last.
+                let unit = taken + out.subscription_len(slot) as u64 - 1;
+                view.queued(unit, update.update());
+            }
             self.wake = true;
         }
         encoder.end_batch(cursor);
@@ -677,31 +763,57 @@ impl ConnState {
             return Published::Queued;
         }
         match snapshot {
-            Some(snapshot) => self.enqueue_reset(sid, snapshot()),
+            Some(snapshot) => self.enqueue_resync(sid, &snapshot()),
             None => self.overflow(),
         }
     }
 
-    fn enqueue_reset(&mut self, sid: &Id, snapshot: SubscriptionSnapshot) -> Published {
-        let Some(Subscription::Open { encoder, slot }) = self.subscriptions.get_mut(sid) else {
+    /// Replaces the backlog of the open subscription `sid` by one resync from `snapshot`
+    /// (the state after everything published so far), in the configured dialect
+    /// ([`resync`](crate::chord::resync)). The resync is one unit of the subscriber's queue
+    /// and takes the place of its oldest queued frame.
+    fn enqueue_resync(&mut self, sid: &Id, snapshot: &SubscriptionSnapshot) -> Published {
+        let Some(Subscription::Open {
+            encoder,
+            slot,
+            view,
+        }) = self.subscriptions.get_mut(sid)
+        else {
             return Published::Dropped;
         };
         let slot = *slot;
-        let frame = encoder.encode_single(sid, &reset(snapshot), self.limits.max_frame_length);
-        let frame = match frame {
-            Ok(frame) => frame,
+        let taken = self.out.subscription_taken(slot);
+        let no_instances = BTreeSet::new();
+        let held = match view.as_mut() {
+            Some(view) => {
+                view.settle(taken);
+                &view.delivered
+            }
+            None => &no_instances,
+        };
+        let max_frame_length = self.limits.max_frame_length;
+        let frames = resync(self.limits.resync, snapshot, held)
+            .and_then(|updates| encoder.encode_resync(sid, snapshot, &updates, max_frame_length));
+        let frames = match frames {
+            Ok(frames) => frames,
             Err(reason) => {
-                tracing::warn!(subscription = %sid, %reason, "cannot encode reset; closing connection");
+                tracing::warn!(subscription = %sid, %reason, "cannot encode resync; closing connection");
                 self.abort();
                 return Published::Closed;
             }
         };
         let replaced = self.out.subscription_bytes(slot);
-        if self.out.pending_bytes() - replaced + frame.len() > self.limits.max_pending_bytes {
+        if self.out.pending_bytes() - replaced + frames.len() > self.limits.max_pending_bytes {
             return self.overflow();
         }
-        tracing::debug!(subscription = %sid, "subscriber fell behind; backlog replaced by reset");
-        self.out.replace_subscription(slot, frame);
+        tracing::debug!(subscription = %sid, "subscriber fell behind; backlog replaced by a resync");
+        if let Some(view) = view.as_mut() {
+            // What was pending is dropped with the backlog; the resync is unit `taken`.
+            view.pending.clear();
+            view.pending
+                .push_back((taken, ViewChange::Resync(addresses(snapshot))));
+        }
+        self.out.replace_subscription(slot, frames);
         self.wake = true;
         Published::Reset
     }
@@ -819,6 +931,7 @@ mod tests {
             max_active_requests: 2,
             max_subscriptions: 4,
             subscriber_queue_length: 3,
+            resync: ResyncDialect::Lifecycle,
         }
     }
 
@@ -999,7 +1112,7 @@ mod tests {
     }
 
     #[test]
-    fn a_full_subscriber_queue_collapses_into_one_reset() {
+    fn a_full_singleton_queue_collapses_into_one_replaced_carrying_the_current_instance() {
         let mut s = ready(limits());
         let sub = call(
             "$chord.service",
@@ -1031,8 +1144,13 @@ mod tests {
         );
         let out = drain(&mut s);
         assert_eq!(out.len(), 2);
-        assert!(
-            matches!(&out[0], ServerMessage::ServiceUpdate(u) if u.update.to_json().starts_with("{\"type\":\"reset\""))
+        let ServerMessage::ServiceUpdate(resync) = &out[0] else {
+            panic!("not an update: {:?}", out[0]);
+        };
+        assert_eq!(
+            resync.update.to_json(),
+            r#"{"type":"replaced","snapshot":{"members":[{"name":"state","kind":"state","sequence":4,"ops":[["r",{"value":4}]]}]}}"#,
+            "one chord 0.85.1 update: the instance at the snapshot's sequence"
         );
         assert!(
             matches!(&out[1], ServerMessage::ServiceUpdate(u) if u.update.to_json().contains("\"sequence\":5"))
@@ -1067,6 +1185,8 @@ mod tests {
                     let json = u.update.to_json();
                     let what = if json.starts_with("{\"type\":\"reset\"") {
                         "reset".to_owned()
+                    } else if json.starts_with("{\"type\":\"replaced\"") {
+                        "replaced".to_owned()
                     } else {
                         json.split("\"sequence\":")
                             .nth(1)
@@ -1109,7 +1229,7 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_that_overflows_the_queue_ends_in_one_reset_covering_the_rest() {
+    fn a_batch_that_overflows_the_queue_ends_in_one_resync_covering_the_rest() {
         let mut s = subscribed(limits(), &["a", "b"]);
         assert_eq!(
             s.publish_many("b", &[set(1, 1)], || snapshot(1, 1)),
@@ -1126,17 +1246,17 @@ mod tests {
         );
         let out = drain(&mut s);
         let expected =
-            [("b", "1"), ("a", "reset"), ("a", "6")].map(|(a, b)| (a.to_owned(), b.to_owned()));
+            [("b", "1"), ("a", "replaced"), ("a", "6")].map(|(a, b)| (a.to_owned(), b.to_owned()));
         assert_eq!(sequences(&out), expected);
         assert!(
             matches!(&out[1], ServerMessage::ServiceUpdate(u) if u.update.to_json().contains("\"sequence\":5")),
-            "the reset carries the state after the whole batch"
+            "the resync carries the state after the whole batch"
         );
         assert_eq!(s.pending_bytes(), 0);
     }
 
     #[test]
-    fn a_batch_published_during_subscribe_is_held_and_a_full_hold_becomes_one_reset() {
+    fn a_batch_published_during_subscribe_is_held_and_a_full_hold_becomes_one_resync() {
         let mut s = ready(limits());
         let sub = call(
             "$chord.service",
@@ -1162,7 +1282,7 @@ mod tests {
         s.finish_request(&d.id, Ok(Some(snapshot(0, 0).to_value())));
         let out = drain(&mut s);
         assert!(matches!(&out[0], ServerMessage::Response(_)));
-        let expected = [("a", "reset"), ("a", "5")].map(|(a, b)| (a.to_owned(), b.to_owned()));
+        let expected = [("a", "replaced"), ("a", "5")].map(|(a, b)| (a.to_owned(), b.to_owned()));
         assert_eq!(sequences(&out[1..]), expected);
     }
 
@@ -1245,5 +1365,328 @@ mod tests {
         assert_eq!(s.closing(), Some(Closing::Abort));
         assert!(s.is_finished());
         assert_eq!(s.pending_bytes(), 0);
+    }
+
+    /// A keyed provider for tests: each live instance has one `state` member `{"value":n}`.
+    #[derive(Debug, Default)]
+    struct Keyed {
+        /// key → (generation, sequence, value)
+        live: std::collections::BTreeMap<String, (u64, u64, i32)>,
+        generations: HashMap<String, u64>,
+    }
+
+    fn keyed_instance(key: &str, generation: u64, sequence: u64, value: i32) -> InstanceSnapshot {
+        let mut m = Map::new();
+        m.insert("value", Value::from(value));
+        InstanceSnapshot::new(
+            Some(InstanceAddress::new(key, generation)),
+            vec![MemberSnapshot::state("state", sequence, Value::Map(m))],
+        )
+    }
+
+    impl Keyed {
+        fn snapshot(&self) -> SubscriptionSnapshot {
+            SubscriptionSnapshot::new(
+                "svc",
+                ServiceMode::Keyed,
+                self.live
+                    .iter()
+                    .map(|(k, (g, seq, v))| keyed_instance(k, *g, *seq, *v))
+                    .collect(),
+            )
+        }
+
+        fn spawn(&mut self, key: &str) -> Option<SharedUpdate> {
+            if self.live.contains_key(key) {
+                return None;
+            }
+            let generation = self.generations.entry(key.to_owned()).or_default();
+            *generation += 1;
+            self.live.insert(key.to_owned(), (*generation, 0, 0));
+            Some(SharedUpdate::new(ProviderUpdate::Spawned {
+                instance: keyed_instance(key, *generation, 0, 0),
+            }))
+        }
+
+        fn close(&mut self, key: &str) -> Option<SharedUpdate> {
+            let (generation, ..) = self.live.remove(key)?;
+            Some(SharedUpdate::new(ProviderUpdate::Closed {
+                instance: InstanceAddress::new(key, generation),
+            }))
+        }
+
+        fn bump(&mut self, key: &str) -> Option<SharedUpdate> {
+            let (generation, sequence, value) = self.live.get_mut(key)?;
+            *sequence += 1;
+            *value += 1;
+            Some(SharedUpdate::new(ProviderUpdate::State {
+                instance: Some(InstanceAddress::new(key, *generation)),
+                member: "state".into(),
+                sequence: *sequence,
+                ops: vec![Op::Set {
+                    path: baton_protocol::chord::parse_path(&Value::Array(vec![Value::from(
+                        "value",
+                    )]))
+                    .unwrap(),
+                    value: Value::from(*value),
+                }],
+            }))
+        }
+    }
+
+    /// What a chord consumer does with the frames: upstream's state decoder (which refuses a
+    /// `spawned` for an address it still has codecs for) and replica rules.
+    struct Client {
+        decoder: baton_protocol::chord::StateDecoder,
+        replica: baton_protocol::chord::Replica,
+    }
+
+    impl Client {
+        fn new(response: &ServerMessage, mode: ServiceMode) -> Self {
+            let ServerMessage::Response(Response {
+                outcome: Outcome::Value(wire),
+                ..
+            }) = response
+            else {
+                panic!("not a subscribe response: {response:?}");
+            };
+            let mut decoder = baton_protocol::chord::StateDecoder::new();
+            let mut replica = baton_protocol::chord::Replica::new("svc", mode);
+            replica
+                .apply_snapshot(decoder.decode_snapshot(wire).unwrap())
+                .unwrap();
+            Self { decoder, replica }
+        }
+
+        fn apply(&mut self, messages: &[ServerMessage]) -> Vec<String> {
+            let mut types = Vec::new();
+            for m in messages {
+                let ServerMessage::ServiceUpdate(u) = m else {
+                    panic!("not an update: {m:?}");
+                };
+                let update = self.decoder.decode_update(&u.update).unwrap();
+                types.push(match &update {
+                    ProviderUpdate::Spawned { instance } => {
+                        let a = instance.instance.as_ref().unwrap();
+                        format!("spawned {}@{}", a.key, a.generation)
+                    }
+                    ProviderUpdate::Closed { instance } => {
+                        format!("closed {}@{}", instance.key, instance.generation)
+                    }
+                    other => other.type_name().to_owned(),
+                });
+                self.replica.apply_update(update).unwrap();
+            }
+            types
+        }
+
+        /// Each instance with its value and sequence.
+        fn view(&self) -> Vec<(Option<InstanceAddress>, Option<Value>, Option<u64>)> {
+            let mut v: Vec<_> = self
+                .replica
+                .instances()
+                .iter()
+                .map(|i| {
+                    (
+                        i.address().cloned(),
+                        i.value("state").cloned(),
+                        i.sequence("state"),
+                    )
+                })
+                .collect();
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            v
+        }
+    }
+
+    fn expected_view(
+        snapshot: &SubscriptionSnapshot,
+    ) -> Vec<(Option<InstanceAddress>, Option<Value>, Option<u64>)> {
+        let mut replica = baton_protocol::chord::Replica::new("svc", snapshot.mode);
+        replica.apply_snapshot(snapshot.clone()).unwrap();
+        let mut v: Vec<_> = replica
+            .instances()
+            .iter()
+            .map(|i| {
+                (
+                    i.address().cloned(),
+                    i.value("state").cloned(),
+                    i.sequence("state"),
+                )
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    fn subscribe_keyed(s: &mut ConnState, sid: &str, snapshot: &SubscriptionSnapshot) -> Client {
+        let sub = call(
+            "$chord.service",
+            "subscribe",
+            vec![Value::from(sid), Value::from("svc"), Value::from("keyed")],
+        );
+        let Step::Dispatch(d) = s.handle_message(request(&format!("r-{sid}"), sub)) else {
+            panic!("dispatch expected");
+        };
+        s.finish_request(&d.id, Ok(Some(snapshot.to_value())));
+        let out = drain(s);
+        assert_eq!(out.len(), 1);
+        Client::new(&out[0], ServiceMode::Keyed)
+    }
+
+    /// Takes at most `chunks` writes' worth of frames.
+    fn drain_some(s: &mut ConnState, chunks: usize) -> Vec<ServerMessage> {
+        let mut out = Vec::new();
+        for _ in 0..chunks {
+            let Some(chunk) = s.poll_transmit() else {
+                break;
+            };
+            s.transmitted(chunk.len());
+            let mut rest = &chunk[..];
+            while !rest.is_empty() {
+                let len = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+                out.push(decode_payload::<ServerMessage>(&rest[4..4 + len], u32::MAX).unwrap());
+                rest = &rest[4 + len..];
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_keyed_resync_closes_what_the_client_holds_then_spawns_every_current_instance() {
+        let mut s = ready(limits());
+        let mut p = Keyed::default();
+        p.spawn("a");
+        p.spawn("b");
+        let mut client = subscribe_keyed(&mut s, "k", &p.snapshot());
+        // The client gets the close of `a`.
+        let closed = p.close("a").unwrap();
+        assert_eq!(s.publish("k", &closed, || p.snapshot()), Published::Queued);
+        assert_eq!(client.apply(&drain_some(&mut s, 1)), ["closed a@1"]);
+        // Then it stops reading: three updates fill its queue, the fourth overflows.
+        for update in [p.spawn("c"), p.bump("b"), p.spawn("d")] {
+            let update = update.unwrap();
+            assert_eq!(s.publish("k", &update, || p.snapshot()), Published::Queued);
+        }
+        let bump = p.bump("c").unwrap();
+        assert_eq!(s.publish("k", &bump, || p.snapshot()), Published::Reset);
+        let types = client.apply(&drain(&mut s));
+        assert_eq!(
+            types,
+            ["closed b@1", "spawned b@1", "spawned c@1", "spawned d@1"],
+            "only what the client holds is closed (`a` went out before, `c` and `d` never did)"
+        );
+        assert_eq!(client.view(), expected_view(&p.snapshot()));
+        // Updates continue from the snapshot's sequences.
+        let bump = p.bump("c").unwrap();
+        assert_eq!(s.publish("k", &bump, || p.snapshot()), Published::Queued);
+        assert_eq!(client.apply(&drain(&mut s)), ["state"]);
+        assert_eq!(client.view(), expected_view(&p.snapshot()));
+    }
+
+    #[test]
+    fn a_keyed_resync_during_subscribe_closes_the_response_instances() {
+        let mut s = ready(limits());
+        let mut p = Keyed::default();
+        p.spawn("a");
+        let response = p.snapshot();
+        let sub = call(
+            "$chord.service",
+            "subscribe",
+            vec![Value::from("k"), Value::from("svc"), Value::from("keyed")],
+        );
+        let Step::Dispatch(d) = s.handle_message(request("r", sub)) else {
+            panic!("dispatch expected");
+        };
+        let batch: Vec<_> = [p.close("a"), p.spawn("a"), p.spawn("b"), p.bump("b")]
+            .into_iter()
+            .map(Option::unwrap)
+            .collect();
+        assert_eq!(
+            s.publish_many("k", &batch, || p.snapshot()),
+            Published::Reset
+        );
+        s.finish_request(&d.id, Ok(Some(response.to_value())));
+        let out = drain(&mut s);
+        let mut client = Client::new(&out[0], ServiceMode::Keyed);
+        assert_eq!(
+            client.apply(&out[1..]),
+            ["closed a@1", "spawned a@2", "spawned b@1"]
+        );
+        assert_eq!(client.view(), expected_view(&p.snapshot()));
+    }
+
+    #[test]
+    fn keyed_subscribers_converge_through_any_interleaving_of_resyncs_and_writes() {
+        // A small deterministic generator: the same run every time.
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let keys = ["a", "b", "c", "d", "e"];
+        for round in 0..20 {
+            let mut s = ready(limits());
+            let mut p = Keyed::default();
+            p.spawn("a");
+            p.spawn("b");
+            let mut client = subscribe_keyed(&mut s, "k", &p.snapshot());
+            let mut resyncs = 0;
+            for _ in 0..400 {
+                let key = keys[next(keys.len() as u64) as usize];
+                let batch: Vec<_> = (0..1 + next(3))
+                    .filter_map(|_| match next(4) {
+                        0 => p.spawn(key),
+                        1 => p.close(key),
+                        _ => p.bump(key),
+                    })
+                    .collect();
+                if !batch.is_empty() {
+                    match s.publish_many("k", &batch, || p.snapshot()) {
+                        Published::Queued => {}
+                        Published::Reset => resyncs += 1,
+                        other => panic!("round {round}: {other:?}"),
+                    }
+                }
+                if next(3) == 0 {
+                    let chunks = next(3) as usize;
+                    client.apply(&drain_some(&mut s, chunks));
+                }
+                let Some(Subscription::Open {
+                    view: Some(view), ..
+                }) = s.subscriptions.get("k")
+                else {
+                    panic!("keyed subscription open");
+                };
+                assert!(
+                    view.pending.len() <= s.limits.subscriber_queue_length,
+                    "round {round}: {} pending changes",
+                    view.pending.len()
+                );
+            }
+            client.apply(&drain(&mut s));
+            assert!(resyncs > 0, "round {round} never overflowed");
+            assert_eq!(client.view(), expected_view(&p.snapshot()), "round {round}");
+        }
+    }
+
+    #[test]
+    fn the_reset_dialect_sends_one_reset_for_pi_1_clients() {
+        let mut s = subscribed(
+            ConnLimits {
+                resync: ResyncDialect::Reset,
+                ..limits()
+            },
+            &["a"],
+        );
+        let batch: Vec<_> = (1..=5).map(|i| set(i, i as i32)).collect();
+        assert_eq!(
+            s.publish_many("a", &batch, || snapshot(5, 5)),
+            Published::Reset
+        );
+        let out = drain(&mut s);
+        assert_eq!(sequences(&out), [("a".to_owned(), "reset".to_owned())]);
     }
 }

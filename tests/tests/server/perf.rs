@@ -74,7 +74,7 @@ async fn fan_out_figures() {
         encodes += host.bump();
     }
     let publish = start.elapsed();
-    // Slow readers get resets instead of every update; read until the last sequence shows.
+    // Slow readers get resyncs instead of every update; read until the last sequence shows.
     let last = format!("\"sequence\":{}", host.counter_sequence());
     let mut frames = 0;
     for p in &mut peers {
@@ -90,7 +90,7 @@ async fn fan_out_figures() {
     }
     let total = start.elapsed();
     println!(
-        "fan-out to 50 subscribers: {:.1} µs per publish of one update to all, {} encodings for {} updates; {} frames delivered (resets included) in {:.0} ms",
+        "fan-out to 50 subscribers: {:.1} µs per publish of one update to all, {} encodings for {} updates; {} frames delivered (resyncs included) in {:.0} ms",
         publish.as_secs_f64() * 1e6 / f64::from(updates),
         encodes,
         updates,

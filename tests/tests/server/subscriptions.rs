@@ -158,7 +158,7 @@ async fn session_scoped_subscription_receives_updates() {
 }
 
 #[tokio::test]
-async fn slow_subscriber_backlog_becomes_one_reset_and_the_client_converges() {
+async fn slow_subscriber_backlog_becomes_one_replaced_and_the_client_converges() {
     let host = TestHost::new(&[]);
     host.with(|i| i.blob_len = 64 * 1024);
     let mut c = config();
@@ -166,12 +166,12 @@ async fn slow_subscriber_backlog_becomes_one_reset_and_the_client_converges() {
     let s = TestServer::unix(host.clone(), c).await;
     let mut p = s.ready_peer().await;
     let mut mirror = subscribe_server(&mut p, "service-1").await;
-    // The client stops reading; the socket fills, then the queue, then a reset replaces it.
+    // The client stops reading; the socket fills, then the queue, then a resync replaces it.
     let mut bumps = 0;
     while !host.lock().published.contains(&Published::Reset) {
         host.bump();
         bumps += 1;
-        assert!(bumps < 5_000, "no reset after {bumps} updates");
+        assert!(bumps < 5_000, "no resync after {bumps} updates");
     }
     for _ in 0..3 {
         host.bump();
@@ -196,7 +196,10 @@ async fn slow_subscriber_backlog_becomes_one_reset_and_the_client_converges() {
             other => panic!("unexpected {other:?}"),
         }
     }
-    assert!(mirror.resets >= 1, "expected a reset");
+    assert!(mirror.resets >= 1, "expected a resync");
+    // A singleton's resync is one `replaced` (chord 0.85.1 refuses `reset`).
+    assert!(mirror.types.get("replaced").is_some_and(|n| *n >= 1));
+    assert_eq!(mirror.types.get("reset"), None);
     assert!(
         mirror.updates < bumps + 3,
         "some updates must have been coalesced"
