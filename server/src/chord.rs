@@ -393,7 +393,7 @@ fn service_update_frame(
 
 impl From<RemoteServiceError> for crate::ServiceError {
     fn from(e: RemoteServiceError) -> Self {
-        Self::new(e.code.as_str(), e.message)
+        Self::from_code(e.code.into(), e.message)
     }
 }
 

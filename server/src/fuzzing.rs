@@ -379,8 +379,8 @@ pub fn server_conn(data: &[u8]) {
                 2 => state.set_draining(),
                 3 if src.below(4) == 0 => state.finish(),
                 4 if src.below(8) == 0 => state.abort(),
-                5 if src.below(8) == 0 => state.reject(baton_protocol::WireError::new(
-                    "busy",
+                5 if src.below(8) == 0 => state.reject(baton_protocol::WireError::from_code(
+                    baton_protocol::ErrorCode::Busy,
                     "Too many connections",
                 )),
                 _ => {
@@ -478,7 +478,10 @@ fn host_result(
 ) -> Result<Option<Value>, ServiceError> {
     match (src.below(8), kind) {
         (0, _) => Err(ServiceError::new("fuzz_host", "the host said no")),
-        (1, _) if cancelled => Err(ServiceError::new("cancelled", "stopped")),
+        (1, _) if cancelled => Err(ServiceError::from_code(
+            baton_protocol::ErrorCode::Cancelled,
+            "stopped",
+        )),
         (2, _) => Err(ServiceError::internal("secret internal detail")),
         (3, _) => Ok(None),
         (4, Kind::Subscribe(_)) => Ok(Some(src.value(0))),

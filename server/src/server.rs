@@ -339,8 +339,8 @@ fn admit<H: ServerHost>(shared: &Arc<ServerShared<H>>, accepted: Accepted) {
                     limit = shared.config.max_connections,
                     "connection limit reached"
                 );
-                let e = WireError::new(
-                    "busy",
+                let e = WireError::from_code(
+                    baton_protocol::ErrorCode::Busy,
                     format!(
                         "Server connection limit of {} reached",
                         shared.config.max_connections

@@ -228,13 +228,16 @@ mod tests {
         ] {
             assert_eq!(RemoteServiceErrorCode::parse(code.as_str()), Some(code));
         }
-        assert_eq!(RemoteServiceErrorCode::parse("cancelled"), None);
+        assert_eq!(
+            RemoteServiceErrorCode::parse(crate::ErrorCode::Cancelled.as_str()),
+            None
+        );
     }
 
     #[test]
     fn constructors_build_upstream_message_templates() {
         let e = RemoteServiceError::not_allowlisted("$chord.service");
-        assert_eq!(e.code.as_str(), "service_not_allowed");
+        assert_eq!(e.code, RemoteServiceErrorCode::NotAllowed);
         assert_eq!(
             e.message,
             "Remote service $chord.service is not allowlisted"
@@ -244,7 +247,7 @@ mod tests {
             ServiceMode::Singleton,
             ServiceMode::Keyed,
         );
-        assert_eq!(e.code.as_str(), "service_mode_mismatch");
+        assert_eq!(e.code, RemoteServiceErrorCode::ModeMismatch);
         assert_eq!(
             e.to_string(),
             "Remote service pi.models is singleton, not keyed"

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use baton_protocol::codec::encode_frame;
 use baton_protocol::handshake::{ServerHandshake, ServerStep};
 use baton_protocol::{
-    Cancel, ClientMessage, DecodeError, Id, Outcome, Request, Response, ServerId, ServerMessage,
-    SessionTarget, Target, Value, WireError,
+    Cancel, ClientMessage, DecodeError, ErrorCode, Id, Outcome, Request, Response, ServerId,
+    ServerMessage, SessionTarget, Target, Value, WireError,
 };
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
@@ -202,8 +202,8 @@ pub(crate) struct ConnState {
     wake: bool,
 }
 
-fn error(code: &str, message: impl Into<String>) -> WireError {
-    WireError::new(code, message)
+fn error(code: ErrorCode, message: impl Into<String>) -> WireError {
+    WireError::from_code(code, message)
 }
 
 impl ConnState {
@@ -259,7 +259,7 @@ impl ConnState {
     /// The inbound byte stream broke the framing or message rules.
     pub(crate) fn handle_decode_error(&mut self, e: &DecodeError) {
         tracing::debug!(error = %e, "peer sent an invalid frame");
-        self.fail(error("invalid_request", e.to_string()));
+        self.fail(error(ErrorCode::InvalidRequest, e.to_string()));
     }
 
     /// The host accepted the client: queue the server hello, then process what arrived
@@ -330,7 +330,7 @@ impl ConnState {
                     self.remove_opening(sid, id);
                 }
                 let wire = if cancelled {
-                    error("cancelled", "RPC request cancelled")
+                    error(ErrorCode::Cancelled, "RPC request cancelled")
                 } else {
                     if let ServiceError::Internal(source) = &e {
                         tracing::warn!(error = %source, "service call failed");
@@ -361,7 +361,7 @@ impl ConnState {
             self.respond(
                 id,
                 Outcome::Error(error(
-                    "invalid_request",
+                    ErrorCode::InvalidRequest,
                     "Service subscription did not return a snapshot",
                 )),
             );
@@ -563,7 +563,10 @@ impl ConnState {
             tracing::debug!(request = %r.id, "duplicate active request id");
             self.respond(
                 &r.id,
-                Outcome::Error(error("invalid_request", "Request ID is already active")),
+                Outcome::Error(error(
+                    ErrorCode::InvalidRequest,
+                    "Request ID is already active",
+                )),
             );
             return Step::Nothing;
         }
@@ -572,7 +575,7 @@ impl ConnState {
             tracing::debug!(request = %r.id, "invalid service call");
             self.respond(
                 &r.id,
-                Outcome::Error(error("invalid_request", "Invalid service call")),
+                Outcome::Error(error(ErrorCode::InvalidRequest, "Invalid service call")),
             );
             return Step::Nothing;
         };
@@ -582,7 +585,7 @@ impl ConnState {
             self.respond(
                 &r.id,
                 Outcome::Error(error(
-                    "busy",
+                    ErrorCode::Busy,
                     format!(
                         "Too many active requests on this connection (limit {})",
                         self.limits.max_active_requests
@@ -597,7 +600,7 @@ impl ConnState {
             self.respond(
                 &r.id,
                 Outcome::Error(error(
-                    "wrong_server",
+                    ErrorCode::WrongServer,
                     "Request was addressed to another server",
                 )),
             );
@@ -619,7 +622,7 @@ impl ConnState {
                     // `ControlCall::decode` only yields non-empty ids.
                     self.respond(
                         &r.id,
-                        Outcome::Error(error("invalid_request", "Invalid service call")),
+                        Outcome::Error(error(ErrorCode::InvalidRequest, "Invalid service call")),
                     );
                     return Step::Nothing;
                 };
@@ -627,7 +630,7 @@ impl ConnState {
                     self.respond(
                         &r.id,
                         Outcome::Error(error(
-                            "invalid_request",
+                            ErrorCode::InvalidRequest,
                             format!("Duplicate service subscription {sid}"),
                         )),
                     );
@@ -637,7 +640,7 @@ impl ConnState {
                     self.respond(
                         &r.id,
                         Outcome::Error(error(
-                            "busy",
+                            ErrorCode::Busy,
                             format!(
                                 "Too many subscriptions on this connection (limit {})",
                                 self.limits.max_subscriptions
@@ -840,7 +843,7 @@ impl ConnState {
                 tracing::warn!(request = %id, error = %e, "cannot encode response");
                 let msg = ServerMessage::Response(Response {
                     id: id.clone(),
-                    outcome: Outcome::Error(error("invalid_request", e.to_string())),
+                    outcome: Outcome::Error(error(ErrorCode::InvalidRequest, e.to_string())),
                 });
                 match encode_frame(&msg, self.limits.max_frame_length) {
                     Ok(frame) => {
@@ -982,12 +985,12 @@ mod tests {
         })
     }
 
-    fn error_of(m: &ServerMessage) -> (&str, &str) {
+    fn error_of(m: &ServerMessage) -> (ErrorCode, &str) {
         match m {
             ServerMessage::Response(Response {
                 outcome: Outcome::Error(e),
                 ..
-            }) => (e.code.as_str(), e.message.as_str()),
+            }) => (e.kind().expect("a code baton produces"), e.message.as_str()),
             other => panic!("not an error response: {other:?}"),
         }
     }
@@ -1041,12 +1044,12 @@ mod tests {
         let out = drain(&mut s);
         assert_eq!(
             error_of(&out[0]),
-            ("invalid_request", "Request ID is already active")
+            (ErrorCode::InvalidRequest, "Request ID is already active")
         );
         assert_eq!(
             error_of(&out[1]),
             (
-                "busy",
+                ErrorCode::Busy,
                 "Too many active requests on this connection (limit 2)"
             )
         );
@@ -1068,8 +1071,11 @@ mod tests {
             Step::Nothing
         ));
         let out = drain(&mut s);
-        assert_eq!(error_of(&out[0]).0, "wrong_server");
-        assert_eq!(error_of(&out[1]), ("server_draining", "Server is draining"));
+        assert_eq!(error_of(&out[0]).0, ErrorCode::WrongServer);
+        assert_eq!(
+            error_of(&out[1]),
+            (ErrorCode::ServerDraining, "Server is draining")
+        );
     }
 
     #[test]
