@@ -5,6 +5,7 @@
 use baton_protocol::chord::{InstanceAddress, ServiceCall};
 use baton_protocol::{Outcome, Value, WireError};
 
+use crate::state::*;
 use crate::support::*;
 
 fn error(code: &str, message: &str) -> Outcome {

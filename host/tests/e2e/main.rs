@@ -1,5 +1,7 @@
-//! End to end: the service adapter behind a real `baton-server`, driven through the protocol
-//! by `baton-client` in process, and the `baton-host` and `baton` binaries as processes.
+//! End to end in process: the service adapter behind a real `baton-server`, driven through
+//! the protocol by `baton-client` and by a frame-level peer. The `baton-host` and `baton`
+//! binaries as processes are `host/cli/tests/process.rs` (Cargo builds a binary only for
+//! its own package's tests).
 //!
 //! Synchronisation is on observed state (replica contents, output lines, exit status);
 //! timeouts only guard against hangs.
@@ -12,6 +14,6 @@
 mod bash_cancel;
 mod chord_errors;
 mod in_process;
-mod process;
 mod raw;
+mod state;
 mod support;

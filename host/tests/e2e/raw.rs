@@ -13,7 +13,8 @@ use baton_protocol::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-use crate::support::{HANG, call};
+use crate::state::HANG;
+use crate::support::call;
 
 /// One raw connection (hello done).
 pub(crate) struct RawPeer {

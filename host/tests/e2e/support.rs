@@ -1,6 +1,6 @@
-//! Shared helpers: hang guards, an in-process host, and calls.
+//! Shared helpers of the in-process suites: an in-process host, calls, and waits on state
+//! (the hang guard and state readers are in `state.rs`).
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,18 +16,10 @@ use baton_protocol::{ServerId, Value};
 use baton_server::{Listener, Server, ServerConfig};
 use tempfile::TempDir;
 
+use crate::state::{get, guard, member};
+
 /// The server id every harness serves.
 pub(crate) const SERVER_ID: &str = "00000000-0000-4000-8000-0000000000e2";
-
-/// How long anything may take before the test is declared hung.
-pub(crate) const HANG: Duration = Duration::from_secs(120);
-
-/// Awaits `f`, failing the test if it hangs.
-pub(crate) async fn guard<T>(what: &str, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(HANG, f)
-        .await
-        .unwrap_or_else(|_| panic!("hung: {what}"))
-}
 
 /// A chord call value.
 pub(crate) fn call(service: &str, member: &str, args: Vec<Value>) -> Value {
@@ -37,42 +29,6 @@ pub(crate) fn call(service: &str, member: &str, args: Vec<Value>) -> Value {
 /// JSON text as a value.
 pub(crate) fn v(json: &str) -> Value {
     Value::from_json(json).unwrap()
-}
-
-/// `value[key]` for a map.
-pub(crate) fn get<'a>(value: &'a Value, key: &str) -> &'a Value {
-    static NULL: Value = Value::Null;
-    value.as_map().and_then(|m| m.get(key)).unwrap_or(&NULL)
-}
-
-/// The transcript array of a `pi.session` state.
-pub(crate) fn transcript(state: &Value) -> Vec<Value> {
-    get(state, "transcript")
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
-/// The joined text blocks of an item's content.
-pub(crate) fn text_of(item: &Value) -> String {
-    get(item, "content")
-        .as_array()
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter(|b| get(b, "type").as_str() == Some("text"))
-                .filter_map(|b| get(b, "text").as_str())
-                .collect::<String>()
-        })
-        .unwrap_or_default()
-}
-
-/// The value of state member `member` of a subscription.
-pub(crate) fn member(sub: &Subscription, member: &str) -> Value {
-    sub.state()
-        .value(None, member)
-        .cloned()
-        .unwrap_or(Value::Null)
 }
 
 /// Waits until the subscription's `member` satisfies `f` (checked after every change).

@@ -1,6 +1,15 @@
-//! The binaries as processes: `baton-host serve` driven by the `baton` CLI, restart and
-//! resume, the default socket, TLS with `baton-host certs`, `baton-host demo`, and the
-//! interactive `baton attach` driven through its stdin and signals.
+//! End to end, the binaries as processes: `baton-host serve` driven by the `baton` CLI,
+//! restart and resume, the default socket, TLS with `baton-host certs`, `baton-host demo`,
+//! and the interactive `baton attach` driven through its stdin and signals. The in-process
+//! suites are `host/tests/e2e`.
+//!
+//! Synchronisation is on observed state (replica contents, output lines, exit status);
+//! timeouts only guard against hangs.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test binary: helpers unwrap like the tests they serve"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -11,7 +20,11 @@ use baton_protocol::chord::ServiceMode;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 
-use crate::support::*;
+use state::*;
+
+/// The hang guard and `pi.session` state readers the in-process suites use.
+#[path = "../../tests/e2e/state.rs"]
+mod state;
 
 const HOST: &str = env!("CARGO_BIN_EXE_baton-host");
 
@@ -21,12 +34,12 @@ fn baton() -> &'static Path {
     static BATON: OnceLock<PathBuf> = OnceLock::new();
     BATON.get_or_init(|| {
         let exe = std::env::current_exe().unwrap();
-        // <target>/<profile>/deps/e2e-<hash>
+        // <target>/<profile>/deps/process-<hash>
         let profile_dir = exe.parent().unwrap().parent().unwrap();
         let target_dir = profile_dir.parent().unwrap();
         let mut build = std::process::Command::new(env!("CARGO"));
         build
-            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
             .args([
                 "build",
                 "-q",
@@ -495,7 +508,7 @@ async fn a_turn_outlives_a_sigkilled_prompt_process() {
     // mid-tool when its client dies.
     let fifo = make_fifo(dir.path());
     let id = create(&url).await;
-    let command = format!("cat {}", display(&fifo));
+    let command = format!("cat {}", fifo.display());
     let mut prompt = Command::new(baton())
         .args([
             "--connect",
@@ -587,7 +600,7 @@ async fn interactive_attach_prompts_aborts_on_ctrl_c_and_detaches() {
     })
     .await;
 
-    let command = format!("cat {}", display(&fifo));
+    let command = format!("cat {}", fifo.display());
     stdin
         .write_all(format!("run `{command}`\n").as_bytes())
         .await
