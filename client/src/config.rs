@@ -25,16 +25,36 @@ pub const DEFAULT_SUBSCRIPTION_EVENTS: usize = 1024;
 /// Default bound on updates buffered for a subscription before its snapshot arrives: 1,024.
 pub const DEFAULT_EARLY_UPDATE_BUFFER: usize = 1024;
 
+/// Default time a reconnected connection must stay up, after its re-attach and
+/// re-subscribes were answered, before the backoff starts again from `initial_delay`: 10 s.
+pub const DEFAULT_HEALTHY_AFTER: Duration = Duration::from_secs(10);
+/// Default jitter: each delay is scaled by a random factor in `[0.75, 1.25)`.
+pub const DEFAULT_RECONNECT_JITTER: f64 = 0.25;
+
 /// How to reconnect after the connection drops. Off unless set.
+///
+/// Attempts are counted from the last *healthy* connection, not from the last handshake: a
+/// connection is healthy once the server answered its re-attach and every re-subscribe and it
+/// then stayed up for [`healthy_after`](Self::healthy_after). A server that accepts the
+/// handshake and then drops the connection (crash-looping, or failing right after the hello)
+/// is therefore retried with growing delays instead of a storm at `initial_delay`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReconnectPolicy {
     /// First delay.
     pub initial_delay: Duration,
-    /// Cap on the delay.
+    /// Cap on the delay before jitter.
     pub max_delay: Duration,
     /// Multiplier per failed attempt.
     pub multiplier: f64,
-    /// Give up after this many consecutive failed attempts (`None`: never).
+    /// Fraction of each delay that is random: the delay is scaled by a factor in
+    /// `[1 - jitter, 1 + jitter)`, so many clients do not reconnect in lockstep. Clamped to
+    /// `0..=1`; `0` makes delays exact (for tests).
+    pub jitter: f64,
+    /// How long a connection must stay up, after its re-attach and re-subscribes were
+    /// answered, before the next loss starts the backoff from `initial_delay` again.
+    pub healthy_after: Duration,
+    /// Give up after this many attempts since the last healthy connection (`None`: never).
+    /// An attempt that handshakes but is lost before it became healthy counts as failed.
     pub max_attempts: Option<u32>,
 }
 
@@ -44,20 +64,29 @@ impl Default for ReconnectPolicy {
             initial_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(10),
             multiplier: 2.0,
+            jitter: DEFAULT_RECONNECT_JITTER,
+            healthy_after: DEFAULT_HEALTHY_AFTER,
             max_attempts: None,
         }
     }
 }
 
 impl ReconnectPolicy {
-    /// Delay before attempt `n` (0-based), with ±25% jitter from `jitter` in `[0, 1)`.
-    pub fn delay(&self, attempt: u32, jitter: f64) -> Duration {
+    /// Delay before attempt `attempt` (0-based): `initial_delay * multiplier^attempt`, capped
+    /// at `max_delay`, then scaled by `1 + jitter * (2 * random - 1)` for `random` in `[0, 1)`.
+    pub fn delay(&self, attempt: u32, random: f64) -> Duration {
         let exp = self
             .multiplier
             .powi(i32::try_from(attempt.min(64)).unwrap_or(64));
         let base = self.initial_delay.as_secs_f64() * exp;
         let capped = base.min(self.max_delay.as_secs_f64());
-        Duration::from_secs_f64((capped * (0.75 + 0.5 * jitter)).max(0.0))
+        let jitter = if self.jitter.is_nan() {
+            0.0
+        } else {
+            self.jitter.clamp(0.0, 1.0)
+        };
+        let factor = 1.0 - jitter + 2.0 * jitter * random.clamp(0.0, 1.0);
+        Duration::try_from_secs_f64((capped * factor).max(0.0)).unwrap_or(self.max_delay)
     }
 }
 
@@ -114,5 +143,16 @@ mod tests {
         assert_eq!(p.delay(30, 0.5), Duration::from_secs(10));
         assert_eq!(p.delay(0, 0.0), Duration::from_millis(75));
         assert!(p.delay(0, 0.999) < Duration::from_millis(125));
+    }
+
+    #[test]
+    fn zero_jitter_makes_every_delay_exact() {
+        let p = ReconnectPolicy {
+            jitter: 0.0,
+            ..ReconnectPolicy::default()
+        };
+        assert_eq!(p.delay(0, 0.0), Duration::from_millis(100));
+        assert_eq!(p.delay(0, 0.999), Duration::from_millis(100));
+        assert_eq!(p.delay(2, 0.3), Duration::from_millis(400));
     }
 }
