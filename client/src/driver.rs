@@ -7,7 +7,7 @@
 //! the way out: callers queue their frames for the writer themselves and record them in the
 //! shared [`Wire`](crate::client::Wire), which the driver completes from.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use baton_protocol::chord::{ControlCall, ServiceCall};
@@ -19,6 +19,7 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use tokio::io::{AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 use tracing::{debug, warn};
 
@@ -134,6 +135,13 @@ pub(crate) struct Driver {
     /// The session to re-attach after a reconnect.
     desired_session: Option<Id>,
     subs: SubCore,
+    /// Reconnect attempts since the last healthy connection (the backoff exponent).
+    attempt: u32,
+    /// This connection's re-attach and re-subscribe requests still unanswered.
+    resuming: HashSet<Id>,
+    /// When this connection's last resume request was answered: it is healthy once it has
+    /// stayed up `healthy_after` from here.
+    resumed_at: Option<Instant>,
 }
 
 impl Driver {
@@ -162,6 +170,9 @@ impl Driver {
             pending: HashMap::new(),
             desired_session: None,
             subs,
+            attempt: 0,
+            resuming: HashSet::new(),
+            resumed_at: None,
         }
     }
 
@@ -248,11 +259,14 @@ impl Driver {
         }
     }
 
-    /// Re-attach and re-subscribe on a fresh connection.
+    /// Re-attach and re-subscribe on a fresh connection, noting the requests that must be
+    /// answered before the connection can count as healthy.
     async fn resume_after_connect(&mut self, live: &Live) {
+        self.resuming.clear();
+        self.resumed_at = None;
         if let Some(session_id) = self.desired_session.clone() {
             let call = attach_call(&session_id);
-            let _ = self
+            if let Ok(id) = self
                 .send_request(
                     live,
                     Target::Server(self.server_id.clone()),
@@ -262,12 +276,35 @@ impl Driver {
                         reply: None,
                     },
                 )
-                .await;
+                .await
+            {
+                self.resuming.insert(id);
+            }
         }
         self.subs.end_orphaned(self.desired_session.as_ref());
         for key in self.subs.keys_to_resume(self.desired_session.is_some()) {
-            self.start_subscription(key, live).await;
+            if let Some(id) = self.start_subscription(key, live).await {
+                self.resuming.insert(id);
+            }
         }
+        if self.resuming.is_empty() {
+            self.resumed_at = Some(Instant::now());
+        }
+    }
+
+    /// A response arrived for `id`: if it was the last resume request, the healthy clock
+    /// starts.
+    fn resume_answered(&mut self, id: &Id) {
+        if self.resuming.remove(id) && self.resuming.is_empty() {
+            self.resumed_at = Some(Instant::now());
+        }
+    }
+
+    /// Whether the connection that just ended was healthy: resumed, then up `healthy_after`.
+    fn was_healthy(&mut self, healthy_after: std::time::Duration) -> bool {
+        self.resumed_at
+            .take()
+            .is_some_and(|at| at.elapsed() >= healthy_after)
     }
 
     fn next_request_id(&self) -> Id {
@@ -282,15 +319,16 @@ impl Driver {
             .map_err(|_| RequestError::NotSent("connection lost".to_owned()))
     }
 
-    /// Sends a request and records what its response is for. On failure the pending entry
-    /// is not kept and the error is returned (the caller owns the reply channel then).
+    /// Sends a request and records what its response is for, returning its id. On failure
+    /// the pending entry is not kept and the error is returned (the caller owns the reply
+    /// channel then).
     async fn send_request(
         &mut self,
         live: &Live,
         target: Target,
         call: Value,
         pending: Pending,
-    ) -> Result<(), (RequestError, Pending)> {
+    ) -> Result<Id, (RequestError, Pending)> {
         let id = self.next_request_id();
         let msg = ClientMessage::Request(Request {
             id: id.clone(),
@@ -299,8 +337,8 @@ impl Driver {
         });
         match self.send(live, &msg).await {
             Ok(()) => {
-                self.pending.insert(id, pending);
-                Ok(())
+                self.pending.insert(id.clone(), pending);
+                Ok(id)
             }
             Err(e) => Err((e, pending)),
         }
@@ -382,26 +420,29 @@ impl Driver {
         Ok(())
     }
 
-    /// Sends (or re-sends) the subscribe request for `key` with a fresh subscription id.
-    async fn start_subscription(&mut self, key: u64, live: &Live) {
-        let Some((spec, service_id, mode)) = self.subs.request_parts(key) else {
-            return;
-        };
+    /// Sends (or re-sends) the subscribe request for `key` with a fresh subscription id,
+    /// returning the request's id if it was sent.
+    async fn start_subscription(&mut self, key: u64, live: &Live) -> Option<Id> {
+        let (spec, service_id, mode) = self.subs.request_parts(key)?;
         let target = match self.resolve(&spec) {
             Ok(t) => t,
             Err(e) => {
                 self.subs.fail(key, e);
-                return;
+                return None;
             }
         };
         let wire_id = self.shared.next_subscription_id();
         let call = ControlCall::subscribe(wire_id.as_str(), service_id, mode).to_value();
         self.subs.begin(key, wire_id, target.clone());
-        if let Err((e, _)) = self
+        match self
             .send_request(live, target, call, Pending::Subscribe { key })
             .await
         {
-            self.subs.fail(key, e);
+            Ok(id) => Some(id),
+            Err((e, _)) => {
+                self.subs.fail(key, e);
+                None
+            }
         }
     }
 
@@ -487,7 +528,11 @@ impl Driver {
                     Outcome::Error(e) => Err(RequestError::Server(e)),
                 };
                 if let Some(pending) = self.pending.remove(&response.id) {
-                    return self.complete(pending, result, live).await;
+                    // After `complete`, which may send more resume requests (the session's
+                    // subscriptions once the re-attach is answered).
+                    let completed = self.complete(pending, result, live).await;
+                    self.resume_answered(&response.id);
+                    return completed;
                 }
                 match self.shared.take_answered(&response.id) {
                     Answered::Sent(sent) => {
@@ -534,7 +579,9 @@ impl Driver {
                     match &outcome {
                         Ok(_) => {
                             for key in self.subs.keys_waiting_for_session() {
-                                self.start_subscription(key, live).await;
+                                if let Some(id) = self.start_subscription(key, live).await {
+                                    self.resuming.insert(id);
+                                }
                             }
                         }
                         Err(e) => {
@@ -589,9 +636,19 @@ impl Driver {
             self.finish(reason);
             return None;
         };
-        let mut attempt: u32 = 0;
+        // The backoff starts over only after a healthy connection; a server that drops every
+        // connection right after the handshake keeps the delays growing.
+        if self.was_healthy(policy.healthy_after) {
+            self.attempt = 0;
+        } else {
+            debug!(
+                attempt = self.attempt,
+                "connection lost before it was healthy; backoff continues"
+            );
+        }
         let mut last = reason.to_owned();
         loop {
+            let attempt = self.attempt;
             if policy.max_attempts.is_some_and(|max| attempt >= max) {
                 self.finish(&format!(
                     "gave up reconnecting after {attempt} attempts: {last}"
@@ -603,7 +660,7 @@ impl Driver {
                 reason: last.clone(),
             });
             let delay = policy.delay(attempt, self.shared.jitter());
-            attempt += 1;
+            self.attempt = attempt.saturating_add(1);
             tokio::select! {
                 () = self.shared.shutdown.cancelled() => {
                     self.finish("client closed");
@@ -618,7 +675,7 @@ impl Driver {
                     return Some(conn);
                 }
                 Err(e) => {
-                    debug!(error = %e, attempt, "reconnect attempt failed");
+                    debug!(error = %e, attempt = self.attempt, "reconnect attempt failed");
                     last = e.to_string();
                 }
             }
