@@ -288,8 +288,12 @@ pub fn encode_frame<M: WireMessage>(msg: &M, max_frame_length: u32) -> Result<By
 /// Encodes a `service_update`'s update value once, so the bytes can be shared by every
 /// subscriber whose delta dictionaries agree (see [`encode_service_update_frame`]).
 ///
-/// The value is checked against the limits it will have inside the envelope: it sits one
-/// level below the envelope root.
+/// The value is checked as it sits inside the envelope: one level below the envelope root,
+/// against the same limits (so a depth error names the envelope's limit, as upstream's).
+/// The envelope head it will follow is not known here, so when the update itself breaks a
+/// limit the error is the one the update alone reaches first; inside a whole message
+/// upstream may reach the frame length first (the exact error is [`encode_frame`]'s for the
+/// whole `service_update`). An update that encodes here frames exactly as the whole message.
 ///
 /// # Errors
 /// [`EncodeError::Cbor`] when the value breaks a limit.
@@ -298,20 +302,21 @@ pub fn encode_update_payload(
     max_frame_length: u32,
 ) -> Result<Bytes, EncodeError> {
     let limits = CborLimits::for_frame_length(max_frame_length);
-    let inner = CborLimits {
-        max_depth: limits.max_depth.saturating_sub(1),
-        ..limits
-    };
     let mut out = BytesMut::new();
-    cbor::encode_value(update, &mut out, &inner).map_err(|source| EncodeError::Cbor {
-        side: Side::Server,
-        source,
-    })?;
+    let mut w = Writer::new(&mut out, &limits);
+    w.value(update, 1)
+        .and_then(|()| w.finish())
+        .map_err(|source| EncodeError::Cbor {
+            side: Side::Server,
+            source,
+        })?;
     Ok(out.freeze())
 }
 
 /// Appends a framed `service_update` whose update is already encoded by
-/// [`encode_update_payload`]. The result is byte-identical to encoding the whole message.
+/// [`encode_update_payload`]. The result is byte-identical to encoding the whole message,
+/// and so is the error: the head is checked item by item and the spliced payload, which
+/// already passed every other limit, can only take the frame past its length.
 ///
 /// # Errors
 /// [`EncodeError::Cbor`] when the frame would exceed `max_frame_length`.

@@ -209,7 +209,8 @@ fn a_pre_encoded_update_frames_byte_identically_to_the_whole_message() {
 #[test]
 fn a_pre_encoded_update_is_depth_checked_as_it_sits_inside_the_envelope() {
     use baton_protocol::encode_update_payload;
-    // The root of the update is at depth 1 of the envelope: 63 more levels fit, 64 do not.
+    // The root of the update is at depth 1 of the envelope: 63 more levels fit, 64 do not,
+    // and the error names the envelope's limit, as upstream encoding the whole message.
     let nested = |levels: usize| {
         let mut v = Value::Null;
         for _ in 0..levels {
@@ -221,7 +222,7 @@ fn a_pre_encoded_update_is_depth_checked_as_it_sits_inside_the_envelope() {
     let err = encode_update_payload(&nested(64), u32::MAX).unwrap_err();
     assert!(
         err.to_string()
-            .ends_with("CBOR nesting depth exceeds configured limit of 63"),
+            .ends_with("CBOR nesting depth exceeds configured limit of 64"),
         "{err}"
     );
     // The same value inside a whole message is refused at the envelope's limit too.
@@ -383,4 +384,138 @@ fn a_hello_offering_negative_zero_is_valid_and_re_encodes_byte_identically() {
         "0",
         "displays as JavaScript renders -0"
     );
+}
+
+/// Outbound limit order, upstream `encoder.ts`: `CborWriter.ensureCapacity` refuses the
+/// write that takes the running length past `maxByteLength`; before any write `encodeValue`
+/// checks depth, then `encodeText` a string's own length (or a container its length). So the
+/// first limit reached in write order is the one reported.
+mod outbound_limit_order {
+    use super::*;
+    use baton_protocol::{ServiceUpdate, encode_service_update_frame, encode_update_payload};
+
+    const SERVER_ID: &str = "00000000-0000-4000-8000-000000000001";
+
+    fn client(json: &str) -> ClientMessage {
+        baton_protocol::from_value(Value::from_json(json).unwrap()).unwrap()
+    }
+
+    fn server(json: &str) -> ServerMessage {
+        baton_protocol::from_value(Value::from_json(json).unwrap()).unwrap()
+    }
+
+    fn request_json(id: &str, call: &str) -> String {
+        format!(
+            r#"{{"type":"request","id":"{id}","target":{{"serverId":"{SERVER_ID}"}},"call":{call}}}"#
+        )
+    }
+
+    fn nested(levels: usize) -> String {
+        format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    fn client_error(msg: &ClientMessage, limit: u32) -> String {
+        encode_frame(msg, limit).unwrap_err().to_string()
+    }
+
+    fn server_error(msg: &ServerMessage, limit: u32) -> String {
+        encode_frame(msg, limit).unwrap_err().to_string()
+    }
+
+    const CLIENT_LENGTH_96: &str =
+        "Unable to encode client protocol message: CBOR byte length exceeds configured limit of 96";
+
+    #[test]
+    fn the_frame_length_reached_before_a_string_longer_than_the_limit_is_reported() {
+        // 96 bytes end at the serverId key; its value is the first write that does not fit.
+        let call = format!("\"{}\"", "y".repeat(100));
+        let msg = client(&request_json(&"x".repeat(60), &call));
+        assert_eq!(client_error(&msg, 96), CLIENT_LENGTH_96);
+    }
+
+    #[test]
+    fn a_string_longer_than_the_limit_reached_before_the_frame_length_is_reported() {
+        let call = format!("\"{}\"", "y".repeat(100));
+        let msg = client(&request_json("x", &call));
+        assert_eq!(
+            client_error(&msg, 96),
+            "Unable to encode client protocol message: CBOR text string length exceeds configured limit of 96"
+        );
+    }
+
+    #[test]
+    fn the_frame_length_reached_before_a_payload_nested_too_deep_is_reported() {
+        let msg = client(&request_json(&"x".repeat(60), &nested(70)));
+        assert_eq!(client_error(&msg, 96), CLIENT_LENGTH_96);
+    }
+
+    #[test]
+    fn a_payload_nested_too_deep_before_the_frame_length_is_reached_reports_the_depth() {
+        let msg = client(&request_json("x", &nested(70)));
+        assert_eq!(
+            client_error(&msg, 100_000),
+            "Unable to encode client protocol message: CBOR nesting depth exceeds configured limit of 64"
+        );
+    }
+
+    #[test]
+    fn an_envelope_key_longer_than_a_tiny_limit_is_a_string_error_as_upstream_writes_it() {
+        // `"type"` is 4 bytes: the map head fits in 3, the key's own length check fails.
+        assert_eq!(
+            client_error(&ClientMessage::hello(), 3),
+            "Unable to encode client protocol message: CBOR text string length exceeds configured limit of 3"
+        );
+        assert_eq!(
+            client_error(&ClientMessage::hello(), 6),
+            "Unable to encode client protocol message: CBOR byte length exceeds configured limit of 6"
+        );
+        // `"service_update"` is 14 bytes, after 6 that fit in 13.
+        let update = server(r#"{"type":"service_update","subscriptionId":"s","update":null}"#);
+        assert_eq!(
+            server_error(&update, 13),
+            "Unable to encode server protocol message: CBOR text string length exceeds configured limit of 13"
+        );
+        let sub = Id::new("s").unwrap();
+        let payload = encode_update_payload(&Value::Null, 13).unwrap();
+        let mut out = BytesMut::new();
+        let spliced = encode_service_update_frame(&sub, &payload, 13, &mut out).unwrap_err();
+        assert_eq!(spliced.to_string(), server_error(&update, 13));
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_spliced_update_reports_what_the_whole_message_reports() {
+        let update = Value::from_json(&format!(r#"["{}",{}]"#, "a".repeat(10), nested(3))).unwrap();
+        let payload = encode_update_payload(&update, 96).unwrap();
+        for sid_len in [1, 40, 50, 60, 94, 96, 100] {
+            let sub = Id::new("s".repeat(sid_len)).unwrap();
+            let whole = encode_frame(
+                &ServerMessage::ServiceUpdate(ServiceUpdate {
+                    subscription_id: sub.clone(),
+                    update: update.clone(),
+                }),
+                96,
+            );
+            let mut out = BytesMut::new();
+            let spliced = encode_service_update_frame(&sub, &payload, 96, &mut out);
+            match whole {
+                Ok(frame) => assert_eq!(&out[..], &frame[..], "sid of {sid_len}"),
+                Err(e) => assert_eq!(spliced.unwrap_err(), e, "sid of {sid_len}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_failed_encode_never_writes_past_the_limit() {
+        let call = format!("\"{}\"", "y".repeat(50));
+        let msg = Value::from_json(&request_json(&"x".repeat(60), &call)).unwrap();
+        let limits = baton_protocol::limits::CborLimits::for_frame_length(96);
+        let mut out = Vec::new();
+        let err = baton_protocol::cbor::encode_value(&msg, &mut out, &limits).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "CBOR byte length exceeds configured limit of 96"
+        );
+        assert!(out.len() <= 96, "{} bytes written", out.len());
+    }
 }
