@@ -3,10 +3,16 @@
 //! # Layout
 //!
 //! ```text
-//! <sessions_dir>/
-//!   <sessionId>.jsonl        header line + entries (see `session::file` for durability)
+//! <sessions_dir>/            mode 0700, owned by the host's user
+//!   .lock                    flock'ed by the running host; names it (see `session::dir`)
+//!   <sessionId>.jsonl        header line + entries, mode 0600 (see `session::file`)
 //!   <sessionId>.artifacts/   full outputs of truncated bash commands
 //! ```
+//!
+//! One host per directory: [`SessionManager::new`] locks it and fails with
+//! [`StoreError::Locked`] if another host holds it. The lock is given up by
+//! [`SessionManager::shutdown`] (after the last write is synced) or when the manager is
+//! dropped.
 //!
 //! Session ids are lowercase UUIDv4s (validated before they touch a path). Creating a session
 //! writes its file with `model_change` and `thinking_level_change` entries, so a resumed
@@ -20,9 +26,10 @@ use baton_protocol::ids::{format_uuid, is_canonical_uuid_v4};
 use ring::rand::{SecureRandom, SystemRandom};
 use tokio_util::sync::CancellationToken;
 
+use super::dir::{FsyncPolicy, SessionsDir};
 use super::entry::EntryKind;
 use super::error::{SessionError, StoreError};
-use super::file::{FsyncPolicy, SessionFile};
+use super::file::SessionFile;
 use super::runtime::{Session, SessionConfig, SessionMeta, SessionParts};
 use super::tree::rebuild;
 use super::view::Phase;
@@ -79,23 +86,23 @@ pub struct SessionManager {
     clock: Arc<dyn Clock>,
     shutdown: CancellationToken,
     open: Mutex<HashMap<String, Session>>,
+    dir: SessionsDir,
 }
 
 impl SessionManager {
-    /// A manager over `config.sessions_dir` (created if missing).
+    /// A manager over `config.sessions_dir` (created mode 0700 if missing), which it locks.
     ///
     /// # Errors
-    /// The directory cannot be created.
+    /// [`StoreError::Locked`] when another host holds the directory (the message names it);
+    /// [`StoreError::ForeignOwner`]; the directory cannot be created.
     pub fn new(
         config: HostConfig,
         models: ModelRegistry,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(&config.sessions_dir).map_err(|e| StoreError::Io {
-            path: config.sessions_dir.clone(),
-            source: e,
-        })?;
+        let dir = SessionsDir::open(&config.sessions_dir, config.fsync, clock.now_ms())?;
         Ok(Self {
+            dir,
             config,
             models: Arc::new(models),
             clock,
@@ -131,8 +138,7 @@ impl SessionManager {
         let now = self.clock.now_ms();
         let (id, mut file) = loop {
             let id = new_session_id();
-            match SessionFile::create(&self.config.sessions_dir, &id, &cwd, now, self.config.fsync)
-            {
+            match SessionFile::create(&self.dir, &id, &cwd, now) {
                 Ok(f) => break (id, f),
                 Err(StoreError::Exists(_)) => {}
                 Err(e) => return Err(e.into()),
@@ -174,7 +180,7 @@ impl SessionManager {
             return Ok(s.clone());
         }
         let path = self.file_path(id);
-        let (file, loaded) = SessionFile::open(&path, self.config.fsync).map_err(|e| match e {
+        let (file, loaded) = SessionFile::open(&self.dir, &path).map_err(|e| match e {
             StoreError::NotFound(_) => SessionError::UnknownSession(id.to_owned()),
             other => SessionError::Store(other),
         })?;
@@ -215,6 +221,9 @@ impl SessionManager {
         let open: HashMap<String, Session> = self.lock().clone();
         let mut out = Vec::new();
         for entry in read.flatten() {
+            if !entry.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
             let name = entry.file_name();
             let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
                 continue;
@@ -311,13 +320,17 @@ impl SessionManager {
         Ok(())
     }
 
-    /// Aborts every session and waits for their tasks.
+    /// Aborts every session, waits for their tasks and for their last entries to be synced,
+    /// then releases the sessions directory (later writes fail with
+    /// [`StoreError::Released`]), so another host may take it.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
         let sessions: Vec<Session> = self.lock().values().cloned().collect();
         for s in sessions {
             s.close().await;
         }
+        self.dir.flush().await;
+        self.dir.release();
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Session>> {
@@ -341,6 +354,14 @@ impl SessionManager {
     /// The sessions directory.
     pub fn sessions_dir(&self) -> &Path {
         &self.config.sessions_dir
+    }
+}
+
+impl Drop for SessionManager {
+    /// Releases the directory even if sessions outlive the manager: they cannot write to it
+    /// any more, so a successor host never shares a file with them.
+    fn drop(&mut self) {
+        self.dir.release();
     }
 }
 

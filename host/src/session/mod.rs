@@ -1,5 +1,6 @@
 //! Durable sessions: the JSONL entry tree, rebuilding on open, and the live runtime.
 
+mod dir;
 mod entry;
 mod error;
 mod file;
@@ -8,9 +9,10 @@ mod runtime;
 mod tree;
 mod view;
 
+pub use dir::{DIR_MODE, DurableHandle, FILE_MODE, FsyncPolicy, LOCK_FILE, SessionsDir};
 pub use entry::{EntryKind, FORMAT_VERSION, SessionEntry, SessionHeader};
 pub use error::{SessionError, StoreError};
-pub use file::{FsyncPolicy, Loaded, SessionFile};
+pub use file::{Loaded, SessionFile};
 // The pure reader behind `SessionFile::open`, for `crate::fuzzing`.
 pub(crate) use file::parse as parse_file;
 pub use manager::{CreateOptions, HostConfig, SessionManager};
