@@ -326,10 +326,12 @@ impl Value {
     }
 
     /// Renders compact JSON text in key order.
+    ///
+    /// Negative zero is written `-0` (serde_json would write `-0.0`; JavaScript's
+    /// `JSON.stringify` writes `0`, losing the sign). [`from_json`](Self::from_json) reads
+    /// `-0` back as the float −0, so the text round-trips to the same CBOR (`fb8000000000000000`).
     pub fn to_json(&self) -> String {
-        // Serialising our own tree into a String cannot fail: every key is a string and every
-        // number is finite.
-        serde_json::to_string(self).unwrap_or_default()
+        crate::value_serde::to_json_text(self)
     }
 }
 

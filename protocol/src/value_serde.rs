@@ -11,6 +11,30 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::value::{Map, Number, Value};
 
+/// Compact JSON with negative zero as `-0` (see [`Value::to_json`]).
+pub(crate) fn to_json_text(value: &Value) -> String {
+    let mut out = Vec::with_capacity(128);
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, JsonText);
+    // Serialising our own tree cannot fail: every key is a string and every number is finite.
+    if value.serialize(&mut ser).is_err() {
+        return String::new();
+    }
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// serde_json's compact output, except `-0` for negative zero.
+struct JsonText;
+
+impl serde_json::ser::Formatter for JsonText {
+    fn write_f64<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: f64) -> std::io::Result<()> {
+        if v == 0.0 && v.is_sign_negative() {
+            return w.write_all(b"-0");
+        }
+        serde_json::ser::CompactFormatter.write_f64(w, v)
+    }
+}
+
 impl Serialize for Value {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {

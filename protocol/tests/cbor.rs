@@ -109,6 +109,19 @@ fn negative_zero_survives_a_round_trip() {
 }
 
 #[test]
+fn negative_zero_is_json_minus_zero_and_reads_back_as_the_float() {
+    let v = dec("fb8000000000000000").unwrap();
+    assert_eq!(v.to_json(), "-0");
+    assert_eq!(Value::from_json("-0").unwrap(), v);
+    assert_eq!(enc(&Value::from_json("-0").unwrap()), "fb8000000000000000");
+    // `-0.0` (serde_json's own spelling) reads the same; every other number is unchanged.
+    assert_eq!(Value::from_json("-0.0").unwrap(), v);
+    let others = Value::from_json("[0,-1,1.5,-2.5e-7,1.25e-300,-0.5]").unwrap();
+    assert_eq!(others.to_json(), "[0,-1,1.5,-2.5e-7,1.25e-300,-0.5]");
+    assert_eq!(dec("00").unwrap().to_json(), "0");
+}
+
+#[test]
 fn non_minimal_heads_and_integral_floats_decode_to_canonical_values() {
     assert_eq!(dec("1801").unwrap(), dec("01").unwrap());
     assert_eq!(dec("190001").unwrap(), dec("01").unwrap());
