@@ -98,3 +98,72 @@ fn bad_arguments_exit_with_status_2() {
     assert_eq!(run(&["encode"], "").1, 2);
     assert_eq!(run(&["frobnicate", "--side", "client"], "").1, 2);
 }
+
+/// `batch`: one answer line per command line, in order, errors in place; `chunk` is one read
+/// into a fresh decoder then end of stream, answered as `{"messages":[…]}` plus `"error"`.
+#[test]
+fn batch_answers_every_command_with_one_line_in_order() {
+    let cut = &HELLO_HEX[..HELLO_HEX.len() - 2];
+    let input = format!(
+        "encode {{\"type\":\"hello\",\"version\":8}}\n\
+         decode {HELLO_HEX}\n\
+         chunk {HELLO_HEX}{HELLO_HEX}\n\
+         chunk {HELLO_HEX}{cut}\n\
+         chunk {HELLO_HEX}ffffffff\n\
+         decode 00000002c000\n\
+         frobnicate 00\n\
+         encode {{\"type\":\"hello\",\"version\":8}}\n"
+    );
+    let (out, code) = run(&["batch", "--side", "client"], &input);
+    let lines: Vec<&str> = out.lines().collect();
+    let hello = r#"{"type":"hello","version":8}"#;
+    assert_eq!(
+        lines,
+        [
+            HELLO_HEX,
+            hello,
+            &format!(r#"{{"messages":[{hello},{hello}]}}"#),
+            &format!(
+                r#"{{"messages":[{hello}],"error":"Invalid client protocol framing: Truncated frame at end of stream"}}"#
+            ),
+            r#"{"messages":[],"error":"Invalid client protocol frame: Frame length 4294967295 exceeds configured limit of 16777216"}"#,
+            "error: Invalid client protocol frame: CBOR tags are not supported",
+            r#"error: unknown batch command "frobnicate""#,
+            HELLO_HEX,
+        ]
+    );
+    assert_eq!(code, 1, "a failed line sets the exit status");
+}
+
+#[test]
+fn batch_applies_the_side_and_the_frame_limit() {
+    let input = format!("decode {HELLO_HEX}\nencode {{\"type\":\"hello\",\"version\":8}}\n");
+    let (out, _) = run(
+        &["batch", "--side", "server", "--max-frame-length", "8"],
+        &input,
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "error: Invalid server protocol frame: Frame length 21 exceeds configured limit of 8",
+            "error: Invalid server protocol message",
+        ]
+    );
+}
+
+const NEGATIVE_ZERO_HELLO_HEX: &str =
+    "0000001da264747970656568656c6c6f6776657273696f6efb8000000000000000";
+
+#[test]
+fn negative_zero_prints_as_minus_zero_and_encodes_back_to_the_same_float() {
+    let (out, code) = run(
+        &["decode", "--side", "client"],
+        &format!("{NEGATIVE_ZERO_HELLO_HEX}\n"),
+    );
+    assert_eq!(out, "{\"type\":\"hello\",\"version\":-0}\n");
+    assert_eq!(code, 0);
+    let (out, code) = run(&["encode", "--side", "client"], &out);
+    assert_eq!(out, format!("{NEGATIVE_ZERO_HELLO_HEX}\n"));
+    assert_eq!(code, 0);
+}
