@@ -1,17 +1,28 @@
 //! `pi.session-directory`: every session on disk, with the live phase and attached-client
 //! count of the hosted ones, published as diffs of the whole list (it changes a few times
 //! per turn at most, and is small).
+//!
+//! It is also where the host's limits are counted, since every fact they need passes
+//! through here: which sessions are open, how many clients each has, its phase (the pump
+//! upserts every phase change), and who created it. An open session with no client and an
+//! idle phase carries an *idle since* instant; the idle reaper (`super::idle`) reads those,
+//! and [`Directory::idle_changed`] wakes it when one starts.
 
+use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use baton_protocol::Value;
 use baton_protocol::chord::diff;
 use baton_server::chord::SubscriptionSnapshot;
 use baton_server::{Publisher, ServiceError};
+use tokio::sync::Notify;
+use tokio::time::Instant;
 
+use super::errors::too_many_owned;
 use super::publish::{Owner, Subscribers, snapshot};
 use super::wire::{meta_value, phase_text};
-use crate::session::SessionMeta;
+use crate::session::{Phase, SessionMeta};
 
 /// The directory service id.
 pub(crate) const SERVICE: &str = "pi.session-directory";
@@ -30,6 +41,27 @@ struct Entry {
     attached: usize,
     /// Being removed: no longer resolvable.
     removing: bool,
+    /// Who created it (`super::limits::owner_key`), when this host created it.
+    owner: Option<String>,
+    /// Open, no attached client, phase idle: since when.
+    idle_since: Option<Instant>,
+}
+
+impl Entry {
+    fn new(meta: SessionMeta) -> Self {
+        Self {
+            meta,
+            open: false,
+            attached: 0,
+            removing: false,
+            owner: None,
+            idle_since: None,
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.open && self.attached == 0 && self.meta.phase == Phase::Idle
+    }
 }
 
 #[derive(Debug)]
@@ -38,35 +70,72 @@ struct Inner {
     value: Value,
     sequence: u64,
     subscribers: Subscribers,
+    /// Creates in progress, by owner (counted against the owner's limit).
+    pending: HashMap<String, usize>,
 }
 
 /// The directory of a host.
 #[derive(Debug)]
 pub(crate) struct Directory {
     inner: Mutex<Inner>,
+    /// Notified when a session becomes idle.
+    idle: Notify,
+}
+
+/// A place for one more session of `owner`, held while it is created
+/// ([`Directory::claim`]). Dropping it unused gives the place back.
+#[derive(Debug)]
+pub(crate) struct OwnerClaim<'a> {
+    directory: &'a Directory,
+    owner: String,
+}
+
+impl OwnerClaim<'_> {
+    /// The session was created: list it, owned by the claimant.
+    pub(crate) fn commit(self, meta: SessionMeta) {
+        let owner = self.owner.clone();
+        self.directory.change(|entries| {
+            let i = match entries.iter().position(|e| e.meta.id == meta.id) {
+                Some(i) => i,
+                None => {
+                    entries.push(Entry::new(meta.clone()));
+                    entries.len() - 1
+                }
+            };
+            entries[i].meta = meta;
+            entries[i].owner = Some(owner);
+        });
+        // `Drop` gives the pending place back now that the entry counts instead.
+    }
+}
+
+impl Drop for OwnerClaim<'_> {
+    fn drop(&mut self) {
+        let mut inner = self.directory.lock();
+        if let Some(n) = inner.pending.get_mut(&self.owner) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                inner.pending.remove(&self.owner);
+            }
+        }
+    }
 }
 
 impl Directory {
     /// A directory of `metas`.
     pub(crate) fn new(metas: Vec<SessionMeta>) -> Self {
-        let entries = metas
-            .into_iter()
-            .map(|meta| Entry {
-                meta,
-                open: false,
-                attached: 0,
-                removing: false,
-            })
-            .collect();
+        let entries = metas.into_iter().map(Entry::new).collect();
         let mut inner = Inner {
             entries,
             value: Value::Array(Vec::new()),
             sequence: 0,
             subscribers: Subscribers::default(),
+            pending: HashMap::new(),
         };
         inner.value = inner.render();
         Self {
             inner: Mutex::new(inner),
+            idle: Notify::new(),
         }
     }
 
@@ -126,14 +195,92 @@ impl Directory {
             if let Some(e) = entries.iter_mut().find(|e| e.meta.id == meta.id) {
                 e.meta = meta;
             } else {
-                entries.push(Entry {
-                    meta,
-                    open: false,
-                    attached: 0,
-                    removing: false,
-                });
+                entries.push(Entry::new(meta));
             }
         });
+    }
+
+    /// Reserves a place for one more session of `owner`, or answers `busy` when it owns
+    /// `limit` already (sessions being created count).
+    pub(crate) fn claim(
+        &self,
+        owner: String,
+        limit: usize,
+    ) -> Result<OwnerClaim<'_>, ServiceError> {
+        let mut inner = self.lock();
+        let owned = inner
+            .entries
+            .iter()
+            .filter(|e| e.owner.as_deref() == Some(owner.as_str()))
+            .count();
+        let pending = inner.pending.get(&owner).copied().unwrap_or(0);
+        if owned + pending >= limit {
+            return Err(too_many_owned(limit));
+        }
+        *inner.pending.entry(owner.clone()).or_default() += 1;
+        drop(inner);
+        Ok(OwnerClaim {
+            directory: self,
+            owner,
+        })
+    }
+
+    /// Whether `id` is open with no attached client and an idle phase, as far as the
+    /// directory knows (the pump reports phase changes a moment after they happen).
+    pub(crate) fn is_idle(&self, id: &str) -> bool {
+        self.lock()
+            .entries
+            .iter()
+            .any(|e| e.meta.id == id && e.is_idle())
+    }
+
+    /// The idle sessions, least recently used first.
+    pub(crate) fn idle_order(&self) -> Vec<String> {
+        let inner = self.lock();
+        let mut idle: Vec<(Instant, &str)> = inner
+            .entries
+            .iter()
+            .filter_map(|e| Some((e.idle_since?, e.meta.id.as_str())))
+            .collect();
+        idle.sort_unstable();
+        idle.into_iter().map(|(_, id)| id.to_owned()).collect()
+    }
+
+    /// The sessions idle for `timeout` or longer at `now`, and when the next one will be.
+    pub(crate) fn idle_due(
+        &self,
+        now: Instant,
+        timeout: Duration,
+    ) -> (Vec<String>, Option<Instant>) {
+        let inner = self.lock();
+        let mut due = Vec::new();
+        let mut next: Option<Instant> = None;
+        for e in &inner.entries {
+            let Some(since) = e.idle_since else { continue };
+            let deadline = since + timeout;
+            if deadline <= now {
+                due.push(e.meta.id.clone());
+            } else {
+                next = Some(next.map_or(deadline, |n| n.min(deadline)));
+            }
+        }
+        (due, next)
+    }
+
+    /// Restarts the idle clock of `id` (the directory thought it idle, the runtime did not:
+    /// the phase change is on its way).
+    pub(crate) fn touch(&self, id: &str) {
+        let mut inner = self.lock();
+        if let Some(e) = inner.entries.iter_mut().find(|e| e.meta.id == id)
+            && e.idle_since.is_some()
+        {
+            e.idle_since = Some(Instant::now());
+        }
+    }
+
+    /// Completes when a session has become idle since the last call (or the first).
+    pub(crate) async fn idle_changed(&self) {
+        self.idle.notified().await;
     }
 
     /// Marks a session hosted (its handle opened) or not.
@@ -176,10 +323,27 @@ impl Directory {
         });
     }
 
-    /// Applies `f`, then publishes the difference (if any) to every subscriber.
+    /// Applies `f`, restarts or stops idle clocks, then publishes the difference (if any) to
+    /// every subscriber.
     fn change(&self, f: impl FnOnce(&mut Vec<Entry>)) {
         let mut inner = self.lock();
         f(&mut inner.entries);
+        let mut became_idle = false;
+        let now = Instant::now();
+        for e in &mut inner.entries {
+            match (e.is_idle(), e.idle_since) {
+                (true, None) => {
+                    e.idle_since = Some(now);
+                    became_idle = true;
+                }
+                (false, Some(_)) => e.idle_since = None,
+                _ => {}
+            }
+        }
+        if became_idle {
+            // A stored permit: the reaper sees it even if it is not waiting yet.
+            self.idle.notify_one();
+        }
         let new = inner.render();
         let ops = diff(&inner.value, &new);
         if ops.is_empty() {

@@ -15,6 +15,21 @@ pub(crate) fn busy(message: impl Into<String>) -> ServiceError {
     ServiceError::from_code(ErrorCode::Busy, message)
 }
 
+/// `busy`: opening one more session would exceed the open-session limit and no open
+/// session is idle.
+pub(crate) fn too_many_open(limit: usize) -> ServiceError {
+    busy(format!(
+        "Too many open sessions (limit {limit}); every open session is in use"
+    ))
+}
+
+/// `busy`: the creating identity owns the most sessions it may.
+pub(crate) fn too_many_owned(limit: usize) -> ServiceError {
+    busy(format!(
+        "Too many sessions for this client identity (limit {limit}); remove some first"
+    ))
+}
+
 /// A runtime error as the client sees it (`docs/services.md`):
 ///
 /// | runtime | wire |
@@ -108,5 +123,15 @@ mod tests {
                 .is(ErrorCode::InvalidRequest)
         );
         assert!(busy("full").is(ErrorCode::Busy));
+    }
+
+    #[test]
+    fn limit_errors_are_busy_and_name_the_limit() {
+        let open = too_many_open(64);
+        assert!(open.is(ErrorCode::Busy));
+        assert!(open.to_wire().message.contains("limit 64"));
+        let owned = too_many_owned(256);
+        assert!(owned.is(ErrorCode::Busy));
+        assert!(owned.to_wire().message.contains("limit 256"));
     }
 }

@@ -15,6 +15,9 @@
 //! * Every `pi.session` method answers only after the updates describing its effect were
 //!   published, so a client's replica already shows them when the response arrives.
 //! * Runtime errors become wire errors in one place, [`service_error`].
+//! * The host is bounded ([`ServiceLimits`]): a session with no client and nothing running
+//!   closes after an idle timeout and reopens on the next attach, at most so many sessions
+//!   are open at once, and one identity owns at most so many sessions (`idle`, `limits`).
 //!
 //! # Shutdown
 //! [`ServiceHost::begin_shutdown`] refuses new prompts and aborts running turns, so that
@@ -23,6 +26,8 @@
 
 mod directory;
 mod errors;
+mod idle;
+mod limits;
 mod live;
 mod publish;
 mod server_scope;
@@ -30,8 +35,8 @@ mod session_scope;
 mod wire;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use baton_protocol::Value;
 use baton_server::{
@@ -41,16 +46,20 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use errors::service_error;
+pub use limits::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_OPEN_SESSIONS, DEFAULT_MAX_SESSIONS_PER_OWNER, ServiceLimits,
+    owner_key,
+};
 pub use server_scope::ServerServices;
 pub use session_scope::SessionLease;
 pub use wire::session_state_value;
 
 use directory::Directory;
+use idle::{OpenSet, Resident};
 use live::LiveSession;
 use publish::Owner;
 
 use crate::session::{SessionManager, StoreError};
-use crate::spawn::spawn_tracked;
 
 /// Serves a [`SessionManager`] through a `baton-server` [`Server`](baton_server::Server).
 /// Cheap to clone; clones share everything.
@@ -65,9 +74,15 @@ pub(crate) struct Shared {
     pub(crate) directory: Arc<Directory>,
     /// The `pi.models` list (fixed for the host's lifetime).
     pub(crate) models: Value,
-    /// Handles currently open, by session id.
-    live: Mutex<HashMap<String, Arc<LiveSession>>>,
-    /// The pumps.
+    /// The limits.
+    pub(crate) limits: ServiceLimits,
+    /// Sessions whose runtime is open, by session id (`idle`).
+    open: Mutex<OpenSet>,
+    /// The host side of every handle the server holds, by session id (`idle`).
+    residents: Mutex<HashMap<String, Arc<Resident>>>,
+    /// The idle reaper was started.
+    reaper_started: AtomicBool,
+    /// The pumps and the idle reaper.
     tracker: TaskTracker,
     /// Fired by [`ServiceHost::begin_shutdown`].
     pub(crate) closing: CancellationToken,
@@ -79,24 +94,9 @@ impl Shared {
         self.next_owner.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn live(&self) -> MutexGuard<'_, HashMap<String, Arc<LiveSession>>> {
-        self.live.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The open handle of `id`, if any.
+    /// The open session `id`, if any.
     pub(crate) fn live_session(&self, id: &str) -> Option<Arc<LiveSession>> {
-        self.live().get(id).cloned()
-    }
-
-    /// Ends a handle that is still open after a removal (a concurrent attach reopened it):
-    /// its `terminated` fires, so the server releases its attachments.
-    pub(crate) async fn terminate(&self, id: &str) {
-        let live = self.live().remove(id);
-        if let Some(live) = live {
-            live.terminated.cancel();
-            live.stop_pump().await;
-            self.directory.set_open(id, false);
-        }
+        self.open_set().live.get(id).cloned()
     }
 }
 
@@ -114,6 +114,17 @@ impl ServiceHost {
     /// # Errors
     /// The sessions directory cannot be read.
     pub fn from_arc(manager: Arc<SessionManager>) -> Result<Self, StoreError> {
+        Self::with_limits(manager, ServiceLimits::default())
+    }
+
+    /// As [`ServiceHost::from_arc`], with `limits` instead of the defaults.
+    ///
+    /// # Errors
+    /// The sessions directory cannot be read.
+    pub fn with_limits(
+        manager: Arc<SessionManager>,
+        limits: ServiceLimits,
+    ) -> Result<Self, StoreError> {
         let metas = manager.list()?;
         let default = manager.default_model();
         let models = Value::Array(
@@ -129,7 +140,10 @@ impl ServiceHost {
                 manager,
                 directory: Arc::new(Directory::new(metas)),
                 models,
-                live: Mutex::new(HashMap::new()),
+                limits,
+                open: Mutex::new(OpenSet::default()),
+                residents: Mutex::new(HashMap::new()),
+                reaper_started: AtomicBool::new(false),
                 tracker: TaskTracker::new(),
                 closing: CancellationToken::new(),
                 next_owner: AtomicU64::new(1),
@@ -147,12 +161,27 @@ impl ServiceHost {
         self.shared.directory.value()
     }
 
+    /// The limits this host enforces.
+    pub fn limits(&self) -> &ServiceLimits {
+        &self.shared.limits
+    }
+
+    /// Whether session `id` is open (its runtime loaded); closed sessions open on attach.
+    pub fn is_open(&self, id: &str) -> bool {
+        self.shared.is_open(id)
+    }
+
+    /// How many sessions are open.
+    pub fn open_sessions(&self) -> usize {
+        self.shared.open_set().live.len()
+    }
+
     /// Refuses new prompts and sessions (`server_draining`) and aborts every running turn.
     /// Call before [`Server::close`](baton_server::Server::close) so in-flight prompts settle
     /// at once instead of holding the drain.
     pub fn begin_shutdown(&self) {
         self.shared.closing.cancel();
-        let live: Vec<_> = self.shared.live().values().cloned().collect();
+        let live: Vec<_> = self.shared.open_set().live.values().cloned().collect();
         for l in live {
             l.session.abort();
         }
@@ -161,7 +190,13 @@ impl ServiceHost {
     /// Stops every pump and shuts the runtime down (after the server closed).
     pub async fn shutdown(&self) {
         self.begin_shutdown();
-        let live: Vec<_> = self.shared.live().drain().map(|(_, l)| l).collect();
+        let live: Vec<_> = self
+            .shared
+            .open_set()
+            .live
+            .drain()
+            .map(|(_, l)| l)
+            .collect();
         for l in live {
             l.stop_pump().await;
         }
@@ -182,11 +217,12 @@ impl SessionMetadata for SessionKey {
     }
 }
 
-/// One hosted session (shared by every connection attached to it).
+/// One hosted session (shared by every connection attached to it). Its runtime is open
+/// only while needed: see the `idle` module.
 #[derive(Debug)]
 pub struct HostedSession {
     shared: Arc<Shared>,
-    live: Arc<LiveSession>,
+    resident: Arc<Resident>,
 }
 
 impl ServerHost for ServiceHost {
@@ -222,28 +258,12 @@ impl ServerHost for ServiceHost {
         if shared.closing.is_cancelled() {
             return Err(ServiceError::server_draining());
         }
-        let session = shared.manager.open(&metadata.0).map_err(service_error)?;
-        let (live, rx) = LiveSession::new(
-            session,
-            Arc::clone(&shared.directory),
-            CancellationToken::new(),
-        )
-        .map_err(ServiceError::internal)?;
-        let span = tracing::info_span!("pump", session_id = %live.id);
-        live.set_pump(spawn_tracked(
-            &shared.tracker,
-            tracing::Instrument::instrument(live::pump(Arc::clone(&live), rx), span),
-        ));
-        let previous = shared.live().insert(live.id.clone(), Arc::clone(&live));
-        if let Some(previous) = previous {
-            // A handle the server forgot (it terminated); make sure its pump is gone.
-            previous.stop_pump().await;
-        }
-        shared.directory.set_open(&live.id, true);
-        shared.directory.upsert(live.session.meta());
+        shared.start_reaper();
+        let resident = shared.install_resident(&metadata.0);
+        shared.open_resident(&resident).await?;
         Ok(HostedSession {
             shared: Arc::clone(shared),
-            live,
+            resident,
         })
     }
 }
@@ -252,27 +272,16 @@ impl SessionHandle for HostedSession {
     type Attachment = SessionLease;
 
     async fn attach_client(&self, _ctx: Context) -> Result<SessionLease, ServiceError> {
-        Ok(SessionLease::new(
-            Arc::clone(&self.shared),
-            Arc::clone(&self.live),
-        ))
+        self.shared.lease(&self.resident).await
     }
 
     async fn terminated(&self) -> Termination {
-        self.live.terminated.cancelled().await;
+        self.resident.terminated.cancelled().await;
         Termination::Closed
     }
 
     async fn close(&self, _ctx: Context) -> Result<(), ServiceError> {
-        let live = &self.live;
-        live.stop_pump().await;
-        live.session.close().await;
-        let mut map = self.shared.live();
-        if map.get(&live.id).is_some_and(|l| Arc::ptr_eq(l, live)) {
-            map.remove(&live.id);
-            drop(map);
-            self.shared.directory.set_open(&live.id, false);
-        }
+        self.shared.retire(&self.resident).await;
         Ok(())
     }
 }

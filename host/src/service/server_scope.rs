@@ -10,6 +10,7 @@ use baton_server::chord::{ControlCall, RemoteServiceError, ServiceCall, ServiceM
 use baton_server::{CallResult, Context, Presentation, Publisher, ServiceAttachment, ServiceError};
 
 use super::errors::{arity, busy, invalid, service_error, string_arg};
+use super::limits::owner_key;
 use super::publish::{Owner, SubscriptionIds, snapshot};
 use super::wire::parse_model;
 use super::{Shared, directory};
@@ -98,15 +99,20 @@ impl ServerServices {
         }
     }
 
-    fn create(&self, args: &[Value]) -> CallResult {
+    /// `create`, counted against the calling identity's session limit.
+    fn create(&self, args: &[Value], ctx: &Context) -> CallResult {
         if self.shared.closing.is_cancelled() {
             return Err(ServiceError::server_draining());
         }
         let options = create_options(args)?;
+        let claim = self.shared.directory.claim(
+            owner_key(ctx.identity()),
+            self.shared.limits.max_sessions_per_owner,
+        )?;
         let manager = &self.shared.manager;
         let id = manager.create(options).map_err(service_error)?;
         let meta = manager.meta(&id).map_err(service_error)?;
-        self.shared.directory.upsert(meta);
+        claim.commit(meta);
         let mut m = Map::new();
         m.insert("sessionId", Value::from(id));
         Ok(Some(Value::Map(m)))
@@ -203,7 +209,7 @@ impl ServiceAttachment for ServerServices {
             return Err(RemoteServiceError::singleton_addressed(service).into());
         }
         match (service, call.member.as_str()) {
-            (MANAGEMENT, "create") => self.create(args),
+            (MANAGEMENT, "create") => self.create(args, &ctx),
             (MANAGEMENT, "attach") => {
                 arity(args, 1, "[sessionId]")?;
                 let id = string_arg(args, 0, "[sessionId]")?;
