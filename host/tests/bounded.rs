@@ -1,0 +1,409 @@
+//! Bounded hosts (issue 12, item 4): idle sessions close and reopen on attach, the open
+//! session cap, the per-owner session cap. Idle time is virtual: each test pauses tokio's
+//! clock only to jump it past the timeout, then waits for the effect as an event (the
+//! directory publishing `closed`), never for real time.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test binary: helpers unwrap like the tests they serve"
+)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_client::{Client, ClientConfig, Endpoint, Subscription};
+use baton_host::clock::SystemClock;
+use baton_host::models::ModelRegistry;
+use baton_host::provider::scripted::ScriptedConfig;
+use baton_host::service::{ServiceHost, ServiceLimits};
+use baton_host::session::{FsyncPolicy, HostConfig, SessionManager};
+use baton_protocol::chord::{ServiceCall, ServiceMode};
+use baton_protocol::{ErrorCode, ServerId, Value};
+use baton_server::{Listener, Server, ServerConfig};
+use tempfile::TempDir;
+
+const SERVER_ID: &str = "00000000-0000-4000-8000-00000000b0dd";
+const HANG: Duration = Duration::from_secs(120);
+const IDLE: Duration = Duration::from_secs(60);
+
+async fn guard<T>(what: &str, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(HANG, f)
+        .await
+        .unwrap_or_else(|_| panic!("hung: {what}"))
+}
+
+fn call(service: &str, member: &str, args: Vec<Value>) -> Value {
+    ServiceCall::new(service, member, args).into_value()
+}
+
+fn get<'a>(value: &'a Value, key: &str) -> &'a Value {
+    static NULL: Value = Value::Null;
+    value.as_map().and_then(|m| m.get(key)).unwrap_or(&NULL)
+}
+
+fn member(sub: &Subscription, name: &str) -> Value {
+    sub.state()
+        .value(None, name)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+async fn until(sub: &Subscription, name: &str, f: impl Fn(&Value) -> bool) -> Value {
+    let mut watch = sub.watch();
+    guard(name, async {
+        loop {
+            let current = member(sub, name);
+            if f(&current) {
+                return current;
+            }
+            watch.changed().await.expect("subscription ended");
+        }
+    })
+    .await
+}
+
+/// The directory entry of `id`.
+fn entry<'a>(sessions: &'a Value, id: &str) -> &'a Value {
+    static NULL: Value = Value::Null;
+    sessions
+        .as_array()
+        .and_then(|a| a.iter().find(|e| get(e, "id").as_str() == Some(id)))
+        .unwrap_or(&NULL)
+}
+
+fn phase<'a>(sessions: &'a Value, id: &str) -> &'a str {
+    get(entry(sessions, id), "phase").as_str().unwrap_or("")
+}
+
+fn attached(sessions: &Value, id: &str) -> Option<i64> {
+    get(entry(sessions, id), "attachedClients").as_i64()
+}
+
+fn transcript(state: &Value) -> Vec<Value> {
+    get(state, "transcript")
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Moves tokio's clock past `by` in one jump (timers due by then fire), then lets real time
+/// run again for the sockets.
+async fn jump(by: Duration) {
+    tokio::time::pause();
+    tokio::time::advance(by).await;
+    tokio::time::resume();
+}
+
+struct Harness {
+    host: ServiceHost,
+    server: Server<ServiceHost>,
+    socket: PathBuf,
+    tcp: SocketAddr,
+    _dir: TempDir,
+}
+
+impl Harness {
+    async fn start(limits: ServiceLimits) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        let mut config = HostConfig::new(dir.path().join("sessions"));
+        config.default_cwd = project;
+        config.fsync = FsyncPolicy::Never;
+        let manager = SessionManager::new(
+            config,
+            ModelRegistry::scripted(ScriptedConfig {
+                token_delay: Duration::ZERO,
+            }),
+            Arc::new(SystemClock),
+        )
+        .unwrap();
+        let host = ServiceHost::with_limits(Arc::new(manager), limits).unwrap();
+        let server = Server::start(
+            ServerConfig::new(ServerId::parse(SERVER_ID).unwrap()),
+            host.clone(),
+            vec![
+                Listener::unix(dir.path().join("run")),
+                Listener::tcp(SocketAddr::from(([127, 0, 0, 1], 0))),
+            ],
+        )
+        .await
+        .unwrap();
+        let addrs = server.local_addrs();
+        let socket = addrs[0].unix_path().unwrap().to_path_buf();
+        let tcp = addrs[1].socket_addr().unwrap();
+        Self {
+            host,
+            server,
+            socket,
+            tcp,
+            _dir: dir,
+        }
+    }
+
+    async fn client(&self) -> Client {
+        let config = ClientConfig::new(Endpoint::Unix(self.socket.clone()));
+        guard("connect", Client::connect(config)).await.unwrap()
+    }
+
+    async fn tcp_client(&self) -> Client {
+        let config = ClientConfig::new(Endpoint::Tcp {
+            host: self.tcp.ip().to_string(),
+            port: self.tcp.port(),
+        });
+        guard("connect tcp", Client::connect(config)).await.unwrap()
+    }
+
+    async fn try_create(&self, client: &Client) -> Result<String, baton_client::RequestError> {
+        let created = guard(
+            "create",
+            client.request(
+                client.server_target(),
+                call(
+                    "pi.session-management",
+                    "create",
+                    vec![Value::from_json("{}").unwrap()],
+                ),
+            ),
+        )
+        .await?
+        .into_value();
+        Ok(get(&created, "sessionId").as_str().unwrap().to_owned())
+    }
+
+    async fn create(&self, client: &Client) -> String {
+        self.try_create(client).await.unwrap()
+    }
+
+    async fn stop(self) {
+        self.host.begin_shutdown();
+        guard("server close", self.server.close()).await.unwrap();
+        guard("host shutdown", self.host.shutdown()).await;
+    }
+}
+
+fn idle_after(timeout: Duration) -> ServiceLimits {
+    let mut limits = ServiceLimits::default();
+    limits.idle_timeout = Some(timeout);
+    limits
+}
+
+fn at_most_open(n: usize) -> ServiceLimits {
+    let mut limits = ServiceLimits::default();
+    limits.idle_timeout = None;
+    limits.max_open_sessions = n;
+    limits
+}
+
+fn at_most_owned(n: usize) -> ServiceLimits {
+    let mut limits = ServiceLimits::default();
+    limits.max_sessions_per_owner = n;
+    limits
+}
+
+async fn directory(client: &Client) -> Subscription {
+    guard(
+        "directory",
+        client.subscribe("pi.session-directory", ServiceMode::Singleton),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn an_idle_session_closes_after_the_timeout_and_reopens_on_attach_with_its_transcript() {
+    let h = Harness::start(idle_after(IDLE)).await;
+    let client = h.client().await;
+    let dir = directory(&client).await;
+    let id = h.create(&client).await;
+    let session = guard("attach", client.attach(&id)).await.unwrap();
+    let sub = guard(
+        "subscribe",
+        session.subscribe("pi.session", ServiceMode::Singleton),
+    )
+    .await
+    .unwrap();
+    let reply = guard(
+        "prompt",
+        session.request(call(
+            "pi.session",
+            "prompt",
+            vec![Value::from("run `echo hi`")],
+        )),
+    )
+    .await
+    .unwrap()
+    .into_value();
+    assert_eq!(reply.to_json(), r#"{"stopReason":"stop"}"#);
+    let before = transcript(&member(&sub, "state"));
+    assert_eq!(before.len(), 4, "user, tool call, tool result, answer");
+    drop(sub);
+    guard("detach", client.detach()).await.unwrap();
+    until(&dir, "sessions", |s| attached(s, &id) == Some(0)).await;
+    assert!(h.host.is_open(&id), "detaching alone closes nothing");
+
+    jump(IDLE - Duration::from_secs(1)).await;
+    assert!(h.host.is_open(&id), "closed before its timeout");
+    jump(Duration::from_secs(2)).await;
+    until(&dir, "sessions", |s| phase(s, &id) == "closed").await;
+    assert!(!h.host.is_open(&id));
+    assert_eq!(h.host.open_sessions(), 0);
+
+    // The next attach reopens it from its file, transcript intact.
+    let session = guard("re-attach", client.attach(&id)).await.unwrap();
+    assert!(h.host.is_open(&id));
+    let sub = guard(
+        "re-subscribe",
+        session.subscribe("pi.session", ServiceMode::Singleton),
+    )
+    .await
+    .unwrap();
+    let state = member(&sub, "state");
+    assert_eq!(get(&state, "phase").as_str(), Some("idle"));
+    assert_eq!(transcript(&state), before);
+    until(&dir, "sessions", |s| {
+        phase(s, &id) == "idle" && attached(s, &id) == Some(1)
+    })
+    .await;
+    drop(sub);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_session_with_an_attached_client_or_a_running_turn_is_not_closed() {
+    let h = Harness::start(idle_after(IDLE)).await;
+    let admin = h.client().await;
+    let dir = directory(&admin).await;
+    let held = h.create(&admin).await;
+    let turning = h.create(&admin).await;
+    let control = h.create(&admin).await;
+
+    let holder = h.client().await;
+    guard("attach held", holder.attach(&held)).await.unwrap();
+
+    // A turn whose tool runs far longer than the test; its client leaves without cancelling,
+    // so the turn runs on with no client attached.
+    let prompter = h.client().await;
+    let session = guard("attach turning", prompter.attach(&turning))
+        .await
+        .unwrap();
+    let prompt = session.request(call(
+        "pi.session",
+        "prompt",
+        vec![Value::from("run `sleep 600`")],
+    ));
+    tokio::pin!(prompt);
+    tokio::select! {
+        r = &mut prompt => panic!("the turn cannot finish: {r:?}"),
+        _ = until(&dir, "sessions", |s| phase(s, &turning) == "turn") => {}
+    }
+    prompter.close().await;
+    let _ = prompt.await;
+
+    let visitor = h.client().await;
+    guard("attach control", visitor.attach(&control))
+        .await
+        .unwrap();
+    guard("detach control", visitor.detach()).await.unwrap();
+    until(&dir, "sessions", |s| {
+        attached(s, &held) == Some(1)
+            && attached(s, &turning) == Some(0)
+            && attached(s, &control) == Some(0)
+    })
+    .await;
+
+    jump(IDLE + Duration::from_secs(1)).await;
+    // The control session, idle as long, closes: the reaper has run.
+    let sessions = until(&dir, "sessions", |s| phase(s, &control) == "closed").await;
+    assert_eq!(phase(&sessions, &held), "idle");
+    assert_eq!(phase(&sessions, &turning), "turn");
+    assert!(h.host.is_open(&held));
+    assert!(h.host.is_open(&turning));
+    assert!(!h.host.is_open(&control));
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_open_over_the_open_session_limit_closes_the_least_recently_used_idle_session() {
+    let h = Harness::start(at_most_open(2)).await;
+    let client = h.client().await;
+    let dir = directory(&client).await;
+    let first = h.create(&client).await;
+    let second = h.create(&client).await;
+    let third = h.create(&client).await;
+    for id in [&first, &second] {
+        guard("attach", client.attach(id)).await.unwrap();
+        guard("detach", client.detach()).await.unwrap();
+    }
+    assert_eq!(h.host.open_sessions(), 2);
+
+    guard("attach third", client.attach(&third)).await.unwrap();
+    assert!(!h.host.is_open(&first), "the least recently used idle one");
+    assert!(h.host.is_open(&second));
+    assert!(h.host.is_open(&third));
+    until(&dir, "sessions", |s| phase(s, &first) == "closed").await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_open_over_the_open_session_limit_answers_busy_when_no_session_is_idle() {
+    let h = Harness::start(at_most_open(2)).await;
+    let a = h.client().await;
+    let b = h.client().await;
+    let c = h.client().await;
+    let first = h.create(&a).await;
+    let second = h.create(&a).await;
+    let third = h.create(&a).await;
+    guard("attach a", a.attach(&first)).await.unwrap();
+    guard("attach b", b.attach(&second)).await.unwrap();
+
+    let refused = guard("attach c", c.attach(&third)).await.unwrap_err();
+    assert!(refused.is(ErrorCode::Busy), "{refused}");
+    assert!(refused.to_string().contains("limit 2"), "{refused}");
+    assert!(!h.host.is_open(&third));
+
+    // Once one is left idle, the same attach succeeds by closing it.
+    guard("detach b", b.detach()).await.unwrap();
+    guard("attach c again", c.attach(&third)).await.unwrap();
+    assert!(h.host.is_open(&first));
+    assert!(!h.host.is_open(&second));
+    assert!(h.host.is_open(&third));
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn create_over_the_per_owner_limit_answers_busy_and_counts_each_identity_apart() {
+    let h = Harness::start(at_most_owned(2)).await;
+    let unix = h.client().await;
+    let first = h.create(&unix).await;
+    h.create(&unix).await;
+    let refused = h.try_create(&unix).await.unwrap_err();
+    assert!(refused.is(ErrorCode::Busy), "{refused}");
+    assert!(refused.to_string().contains("limit 2"), "{refused}");
+
+    // Another identity (plain TCP) has its own allowance.
+    let tcp = h.tcp_client().await;
+    h.create(&tcp).await;
+    h.create(&tcp).await;
+    assert!(h.try_create(&tcp).await.unwrap_err().is(ErrorCode::Busy));
+
+    // Removing a session gives its owner the place back.
+    guard(
+        "remove",
+        unix.request(
+            unix.server_target(),
+            call(
+                "pi.session-management",
+                "remove",
+                vec![Value::from(first.as_str())],
+            ),
+        ),
+    )
+    .await
+    .unwrap();
+    h.create(&unix).await;
+    h.stop().await;
+}
