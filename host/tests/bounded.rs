@@ -102,6 +102,7 @@ struct Harness {
     server: Server<ServiceHost>,
     socket: PathBuf,
     tcp: SocketAddr,
+    project: PathBuf,
     _dir: TempDir,
 }
 
@@ -111,7 +112,7 @@ impl Harness {
         let project = dir.path().join("project");
         std::fs::create_dir(&project).unwrap();
         let mut config = HostConfig::new(dir.path().join("sessions"));
-        config.default_cwd = project;
+        config.default_cwd = project.clone();
         config.fsync = FsyncPolicy::Never;
         let manager = SessionManager::new(
             config,
@@ -140,6 +141,7 @@ impl Harness {
             server,
             socket,
             tcp,
+            project,
             _dir: dir,
         }
     }
@@ -273,12 +275,13 @@ async fn an_idle_session_closes_after_the_timeout_and_reopens_on_attach_with_its
 }
 
 #[tokio::test]
-async fn a_session_with_an_attached_client_or_a_running_turn_is_not_closed() {
+async fn a_session_with_an_attached_client_a_running_turn_or_a_running_command_is_not_closed() {
     let h = Harness::start(idle_after(IDLE)).await;
     let admin = h.client().await;
     let dir = directory(&admin).await;
     let held = h.create(&admin).await;
     let turning = h.create(&admin).await;
+    let commanding = h.create(&admin).await;
     let control = h.create(&admin).await;
 
     let holder = h.client().await;
@@ -303,6 +306,36 @@ async fn a_session_with_an_attached_client_or_a_running_turn_is_not_closed() {
     prompter.close().await;
     let _ = prompt.await;
 
+    // A user command, likewise left running by its client.
+    let fifo = h.project.join("started");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (started_tx, started) = tokio::sync::oneshot::channel();
+    let reader = fifo.clone();
+    std::thread::spawn(move || {
+        let _ = started_tx.send(std::fs::read_to_string(reader));
+    });
+    let commander = h.client().await;
+    let session = guard("attach commanding", commander.attach(&commanding))
+        .await
+        .unwrap();
+    let command = format!("echo started > '{}'; sleep 600", fifo.display());
+    let bash = session.request(call(
+        "pi.session",
+        "bash",
+        vec![Value::from(command.as_str())],
+    ));
+    tokio::pin!(bash);
+    tokio::select! {
+        r = &mut bash => panic!("the command cannot finish: {r:?}"),
+        line = started => assert_eq!(line.unwrap().unwrap().trim(), "started"),
+    }
+    commander.close().await;
+    let _ = bash.await;
+
     let visitor = h.client().await;
     guard("attach control", visitor.attach(&control))
         .await
@@ -322,6 +355,10 @@ async fn a_session_with_an_attached_client_or_a_running_turn_is_not_closed() {
     assert_eq!(phase(&sessions, &turning), "turn");
     assert!(h.host.is_open(&held));
     assert!(h.host.is_open(&turning));
+    assert!(
+        h.host.is_open(&commanding),
+        "a running command keeps it open"
+    );
     assert!(!h.host.is_open(&control));
     h.stop().await;
 }
