@@ -397,3 +397,69 @@ impl Inner {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ModelRef;
+
+    fn meta(id: &str) -> SessionMeta {
+        SessionMeta {
+            id: id.to_owned(),
+            name: None,
+            cwd: "/".to_owned(),
+            created_at: "2026-12-01T00:00:00.000Z".to_owned(),
+            updated_at: "2026-12-01T00:00:00.000Z".to_owned(),
+            phase: Phase::Idle,
+            model: ModelRef::scripted(),
+        }
+    }
+
+    #[test]
+    fn an_owner_claim_counts_while_pending_and_once_committed() {
+        let d = Directory::new(Vec::new());
+        let first = d.claim("unix:uid=1".into(), 2).unwrap();
+        let second = d.claim("unix:uid=1".into(), 2).unwrap();
+        assert!(
+            d.claim("unix:uid=1".into(), 2).is_err(),
+            "two pending fill it"
+        );
+        assert!(d.claim("tcp".into(), 2).is_ok(), "other owners are apart");
+        drop(second);
+        let again = d.claim("unix:uid=1".into(), 2).unwrap();
+        first.commit(meta("a"));
+        again.commit(meta("b"));
+        let refused = d.claim("unix:uid=1".into(), 2).unwrap_err();
+        assert!(refused.to_wire().message.contains("limit 2"));
+        d.remove("a");
+        assert!(
+            d.claim("unix:uid=1".into(), 2).is_ok(),
+            "removal gives it back"
+        );
+    }
+
+    #[test]
+    fn the_idle_clock_runs_only_while_open_unattached_and_idle() {
+        let d = Directory::new(vec![meta("a"), meta("b")]);
+        assert!(d.idle_order().is_empty(), "closed sessions are not idle");
+        d.set_open("a", true);
+        d.set_open("b", true);
+        assert_eq!(d.idle_order(), ["a", "b"]);
+        d.attached("a", true);
+        assert!(!d.is_idle("a"));
+        let mut turning = meta("b");
+        turning.phase = Phase::Turn;
+        d.upsert(turning);
+        assert!(d.idle_order().is_empty(), "attached, turning");
+        d.attached("a", false);
+        assert_eq!(d.idle_order(), ["a"]);
+        let timeout = Duration::from_secs(60);
+        let (due, next) = d.idle_due(Instant::now(), timeout);
+        assert!(due.is_empty());
+        let next = next.unwrap();
+        let (due, after) = d.idle_due(next, timeout);
+        assert_eq!((due, after), (vec!["a".to_owned()], None));
+        d.set_open("a", false);
+        assert!(d.idle_order().is_empty(), "closed again");
+    }
+}
