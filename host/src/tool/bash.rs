@@ -5,8 +5,14 @@
 //! process group is killed with `SIGKILL`, so children the command started die with it.
 //!
 //! Output is bounded in memory: the model sees at most the last [`OutputLimits::max_lines`]
-//! lines / [`OutputLimits::max_bytes`] bytes. When that cuts anything, the complete output is
-//! kept in a file under the session's artefact directory and its path is reported.
+//! lines / [`OutputLimits::max_bytes`] bytes. When that cuts anything, the output is kept in a
+//! file under the session's artefact directory (its first [`OutputLimits::max_file_bytes`]
+//! bytes; the command's output goes on being drained, and the tail kept, past that) and its
+//! path is reported.
+//!
+//! The command gets a scrubbed environment and, where the kernel has Landlock, may write only
+//! in the workspace and the session's temporary directory (`<artifacts>/tmp`, its `TMPDIR`);
+//! see the `confine` module.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -17,8 +23,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
+use super::confine::{self, ParentEnv, Writable};
 use super::{ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, opt_u64_arg, str_arg};
 use crate::BoxFuture;
+
+/// Default [`OutputLimits::max_file_bytes`]: 64 MiB.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How much command output is kept for the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +37,8 @@ pub struct OutputLimits {
     pub max_bytes: usize,
     /// Most lines of output kept (the tail).
     pub max_lines: usize,
+    /// Most bytes written to the full-output file; later output is drained but not saved.
+    pub max_file_bytes: u64,
 }
 
 impl Default for OutputLimits {
@@ -34,6 +46,7 @@ impl Default for OutputLimits {
         Self {
             max_bytes: 50 * 1024,
             max_lines: 2000,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
         }
     }
 }
@@ -47,6 +60,16 @@ pub struct BashConfig {
     pub default_timeout: Option<Duration>,
     /// Output bounds.
     pub limits: OutputLimits,
+    /// Confine the session's tools (default on): bash commands run under Landlock where the
+    /// kernel has it, writing only in the workspace, the session's temporary directory and
+    /// [`BashConfig::writable`]; `read`, `write` and `edit` refuse paths outside the workspace.
+    /// Off, both may touch anything the host user can. [`super::confinement_status`] says
+    /// which applies.
+    pub confine: bool,
+    /// More directories confined commands may write in (e.g. a shared build cache).
+    pub writable: Vec<PathBuf>,
+    /// Where the environment passed on to commands comes from (then filtered to an allowlist).
+    pub parent_env: ParentEnv,
 }
 
 impl Default for BashConfig {
@@ -55,6 +78,9 @@ impl Default for BashConfig {
             shell: PathBuf::from("bash"),
             default_timeout: Some(Duration::from_secs(300)),
             limits: OutputLimits::default(),
+            confine: true,
+            writable: Vec::new(),
+            parent_env: ParentEnv::Process,
         }
     }
 }
@@ -74,13 +100,18 @@ pub struct BashRun {
     pub truncated: bool,
     /// Where the complete output is, when truncated.
     pub full_output_path: Option<PathBuf>,
+    /// The output file holds only the first [`OutputLimits::max_file_bytes`].
+    pub full_output_capped: bool,
+    /// The command ran under Landlock.
+    pub confined: bool,
 }
 
 /// Runs `command` in `cwd`. `output_name` names the full-output file if one is needed
-/// (`<artifacts_dir>/<output_name>.log`).
+/// (`<artifacts_dir>/<output_name>.log`); `<artifacts_dir>/tmp` is the command's `TMPDIR`.
 ///
 /// # Errors
-/// The shell could not be started, or reading its output failed.
+/// The shell could not be started (or confined, on a kernel with Landlock), or reading its
+/// output failed.
 pub async fn run_bash(
     config: &BashConfig,
     command: &str,
@@ -90,17 +121,32 @@ pub async fn run_bash(
     output_name: &str,
     cancel: &CancellationToken,
 ) -> Result<BashRun, ToolError> {
-    let mut child = Command::new(&config.shell)
+    let tmp = artifacts_dir.join("tmp");
+    tokio::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&tmp)
+        .await
+        .map_err(|e| ToolError::io(&tmp, &e))?;
+    let mut shell = Command::new(&config.shell);
+    shell
         .arg("-c")
         .arg(command)
         .current_dir(cwd)
+        .env_clear()
+        .envs(confine::child_env(&config.parent_env, cwd, &tmp))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| ToolError::new(format!("failed to start {}: {e}", config.shell.display())))?;
+        .kill_on_drop(true);
+    let writable = config.confine.then(|| Writable {
+        dirs: [cwd.to_path_buf(), tmp.clone()]
+            .into_iter()
+            .chain(config.writable.iter().cloned())
+            .collect(),
+    });
+    let (mut child, confined) = confine::spawn(shell, writable).await?;
     let pid = child.id();
     let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(ToolError::new("shell pipes were not captured"));
@@ -144,6 +190,7 @@ pub async fn run_bash(
             () = &mut sleep => { stop = Some(Stop::TimedOut); kill_group(pid); let _ = child.wait().await; None }
         }
     };
+    let full_output_capped = sink.capped();
     let (output, truncated, full_output_path) = sink.finish().await?;
     Ok(BashRun {
         output,
@@ -152,6 +199,8 @@ pub async fn run_bash(
         timed_out: stop == Some(Stop::TimedOut),
         truncated,
         full_output_path,
+        full_output_capped,
+        confined,
     })
 }
 
@@ -212,6 +261,8 @@ struct OutputSink {
     /// All output while nothing was spilled; afterwards a tail of at least `max_bytes`.
     mem: Vec<u8>,
     total: usize,
+    /// Bytes written to the file.
+    written: u64,
 }
 
 impl OutputSink {
@@ -222,6 +273,7 @@ impl OutputSink {
             file: None,
             mem: Vec::new(),
             total: 0,
+            written: 0,
         }
     }
 
@@ -255,13 +307,22 @@ impl OutputSink {
             .map_err(|e| ToolError::io(&self.path, &e))
     }
 
+    /// Appends to the file, up to [`OutputLimits::max_file_bytes`] in all.
     async fn write(&mut self, bytes: &[u8]) -> Result<(), ToolError> {
         if let Some(f) = &mut self.file {
-            f.write_all(bytes)
+            let room = self.limits.max_file_bytes.saturating_sub(self.written);
+            let n = usize::try_from(room).map_or(bytes.len(), |room| room.min(bytes.len()));
+            f.write_all(&bytes[..n])
                 .await
                 .map_err(|e| ToolError::io(&self.path, &e))?;
+            self.written += u64::try_from(n).unwrap_or(u64::MAX);
         }
         Ok(())
+    }
+
+    /// More output came than the file may hold.
+    fn capped(&self) -> bool {
+        u64::try_from(self.total).unwrap_or(u64::MAX) > self.limits.max_file_bytes
     }
 
     /// (kept output, truncated, full output path).
@@ -364,13 +425,22 @@ impl Tool for BashTool {
                 run.output.clone()
             };
             if let Some(path) = &run.full_output_path {
-                text.push_str(&format!(
-                    "\n\n[Output truncated. Full output: {}]",
-                    path.display()
-                ));
+                if run.full_output_capped {
+                    text.push_str(&format!(
+                        "\n\n[Output truncated. The first {} bytes of output: {}]",
+                        self.config.limits.max_file_bytes,
+                        path.display()
+                    ));
+                } else {
+                    text.push_str(&format!(
+                        "\n\n[Output truncated. Full output: {}]",
+                        path.display()
+                    ));
+                }
             }
             let mut details = baton_protocol::Map::new();
             details.insert("truncated", Value::Bool(run.truncated));
+            details.insert("confined", Value::Bool(run.confined));
             if let Some(path) = &run.full_output_path {
                 details.insert("fullOutputPath", path.display().to_string().into());
             }
@@ -453,6 +523,7 @@ mod tests {
             limits: OutputLimits {
                 max_bytes: 1000,
                 max_lines: 10,
+                ..OutputLimits::default()
             },
             ..BashConfig::default()
         };
@@ -482,6 +553,7 @@ mod tests {
             limits: OutputLimits {
                 max_bytes: 100_000,
                 max_lines: 3,
+                ..OutputLimits::default()
             },
             ..BashConfig::default()
         };

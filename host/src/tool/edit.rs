@@ -1,20 +1,34 @@
 //! `edit`: replace one exact occurrence of a text in a file.
+//!
+//! The path is confined to the workspace (see [`FileAccess`]). The read, the replacement and
+//! the atomic write-back (temporary file + rename, keeping the permission bits) happen under
+//! the file's lock, so edits of one file in one parallel batch apply one after the other.
+
+use std::os::unix::fs::PermissionsExt;
 
 use baton_protocol::Value;
+use tokio::io::AsyncReadExt;
 
+use super::path::{FileAccess, open_regular, replace_file};
 use super::{ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, str_arg};
 use crate::BoxFuture;
+
+/// Largest file `edit` loads (it must hold the whole file to replace a text in it).
+pub const MAX_EDIT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The `edit` tool: `oldText` must occur exactly once.
 #[derive(Debug)]
 pub struct EditTool {
     schema: ObjectSchema,
+    access: FileAccess,
 }
 
 impl EditTool {
-    /// The tool with its schema.
-    pub fn new() -> Self {
+    /// The tool with its schema, confined by `access` (shared with the session's other file
+    /// tools so they lock the same files).
+    pub fn new(access: FileAccess) -> Self {
         Self {
+            access,
             schema: ObjectSchema::new()
                 .required(
                     "path",
@@ -33,7 +47,7 @@ impl EditTool {
 
 impl Default for EditTool {
     fn default() -> Self {
-        Self::new()
+        Self::new(FileAccess::default())
     }
 }
 
@@ -62,10 +76,21 @@ impl Tool for EditTool {
             if old.is_empty() {
                 return Err(ToolError::new("oldText must not be empty"));
             }
-            let full = ctx.resolve(path);
-            let text = tokio::fs::read_to_string(&full)
+            let resolved = self.access.existing(&ctx.cwd, path).await?;
+            let _lock = self.access.locks().lock(&resolved.real).await;
+            let (file, meta) = open_regular(&self.access, path, &resolved).await?;
+            let mut bytes = Vec::new();
+            file.take(MAX_EDIT_BYTES + 1)
+                .read_to_end(&mut bytes)
                 .await
-                .map_err(|e| ToolError::io(&full, &e))?;
+                .map_err(|e| ToolError::io(&resolved.real, &e))?;
+            if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > MAX_EDIT_BYTES {
+                return Err(ToolError::new(format!(
+                    "{path} is larger than {MAX_EDIT_BYTES} bytes; edit it with bash instead"
+                )));
+            }
+            let text = String::from_utf8(bytes)
+                .map_err(|_| ToolError::new(format!("{path} is not valid UTF-8 text")))?;
             match text.matches(old).count() {
                 0 => Err(ToolError::new(format!(
                     "Could not find the exact text in {path}. The old text must match exactly, including all whitespace and newlines."
@@ -75,9 +100,15 @@ impl Tool for EditTool {
                         .find(old)
                         .map_or(1, |at| text[..at].matches('\n').count() + 1);
                     let updated = text.replacen(old, new, 1);
-                    tokio::fs::write(&full, updated.as_bytes())
-                        .await
-                        .map_err(|e| ToolError::io(&full, &e))?;
+                    let mode = meta.permissions().mode() & 0o7777;
+                    replace_file(
+                        &self.access,
+                        path,
+                        &resolved,
+                        updated.as_bytes(),
+                        Some(mode),
+                    )
+                    .await?;
                     let mut details = baton_protocol::Map::new();
                     if let Ok(v) = Value::try_from(line) {
                         details.insert("firstChangedLine", v);

@@ -8,9 +8,20 @@
 //!
 //! Tools operate relative to the session's working directory ([`ToolContext::cwd`]) and must
 //! observe [`ToolContext::cancel`].
+//!
+//! # Confinement
+//!
+//! By default ([`BashConfig::confine`]) the coding tools stay in the working directory:
+//! `read`, `write` and `edit` refuse paths whose canonical form is outside it (`..`, absolute
+//! paths, symlinks), `read` reads only regular files and at most [`MAX_READ_BYTES`] at a time,
+//! and `bash` runs with a scrubbed environment under Landlock where the kernel has it
+//! ([`confinement_status`]). Calls of one session that touch the same file take that file's
+//! lock ([`FileAccess`]), so they do not interleave.
 
 mod bash;
+mod confine;
 mod edit;
+mod path;
 mod read;
 mod schema;
 mod write;
@@ -25,9 +36,11 @@ use tokio_util::sync::CancellationToken;
 use crate::BoxFuture;
 use crate::message::UserContent;
 
-pub use bash::{BashConfig, BashRun, BashTool, OutputLimits, run_bash};
-pub use edit::EditTool;
-pub use read::ReadTool;
+pub use bash::{BashConfig, BashRun, BashTool, DEFAULT_MAX_FILE_BYTES, OutputLimits, run_bash};
+pub use confine::{Confinement, PASSED_ENV, ParentEnv, confinement_status};
+pub use edit::{EditTool, MAX_EDIT_BYTES};
+pub use path::FileAccess;
+pub use read::{MAX_COUNT_BYTES, MAX_READ_BYTES, ReadTool};
 pub use schema::{ObjectSchema, Property, Schema, SchemaViolation};
 pub use write::WriteTool;
 
@@ -170,12 +183,18 @@ impl ToolSet {
         Self::default()
     }
 
-    /// `read`, `write`, `edit` and `bash`.
+    /// `read`, `write`, `edit` and `bash`, for one session: the file tools share one
+    /// [`FileAccess`] (confined to the working directory unless `bash.confine` is off).
     pub fn coding(bash: BashConfig) -> Self {
+        let access = if bash.confine {
+            FileAccess::confined()
+        } else {
+            FileAccess::unconfined()
+        };
         Self::new()
-            .with(Arc::new(ReadTool::new()))
-            .with(Arc::new(WriteTool::new()))
-            .with(Arc::new(EditTool::new()))
+            .with(Arc::new(ReadTool::new(access.clone())))
+            .with(Arc::new(WriteTool::new(access.clone())))
+            .with(Arc::new(EditTool::new(access)))
             .with(Arc::new(BashTool::new(bash)))
     }
 

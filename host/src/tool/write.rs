@@ -1,7 +1,13 @@
 //! `write`: create or overwrite a file (parent directories are created).
+//!
+//! The path is confined to the workspace (see [`FileAccess`]); the file is replaced atomically
+//! (temporary file + rename, keeping an existing file's permission bits) under the file's lock.
+
+use std::os::unix::fs::PermissionsExt;
 
 use baton_protocol::Value;
 
+use super::path::{FileAccess, not_regular, replace_file};
 use super::{ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, str_arg};
 use crate::BoxFuture;
 
@@ -9,12 +15,15 @@ use crate::BoxFuture;
 #[derive(Debug)]
 pub struct WriteTool {
     schema: ObjectSchema,
+    access: FileAccess,
 }
 
 impl WriteTool {
-    /// The tool with its schema.
-    pub fn new() -> Self {
+    /// The tool with its schema, confined by `access` (shared with the session's other file
+    /// tools so they lock the same files).
+    pub fn new(access: FileAccess) -> Self {
         Self {
+            access,
             schema: ObjectSchema::new()
                 .required(
                     "path",
@@ -28,7 +37,7 @@ impl WriteTool {
 
 impl Default for WriteTool {
     fn default() -> Self {
-        Self::new()
+        Self::new(FileAccess::default())
     }
 }
 
@@ -53,15 +62,22 @@ impl Tool for WriteTool {
         Box::pin(async move {
             let path = str_arg(arguments, "path")?;
             let content = str_arg(arguments, "content")?;
-            let full = ctx.resolve(path);
-            if let Some(parent) = full.parent() {
+            let resolved = self.access.creatable(&ctx.cwd, path).await?;
+            if let Some(parent) = resolved.real.parent() {
                 tokio::fs::create_dir_all(parent)
                     .await
                     .map_err(|e| ToolError::io(parent, &e))?;
             }
-            tokio::fs::write(&full, content.as_bytes())
-                .await
-                .map_err(|e| ToolError::io(&full, &e))?;
+            // The directories may have been created through a symlink planted meanwhile.
+            let resolved = self.access.creatable(&ctx.cwd, path).await?;
+            let _lock = self.access.locks().lock(&resolved.real).await;
+            let mode = match tokio::fs::symlink_metadata(&resolved.real).await {
+                Ok(meta) if meta.is_file() => Some(meta.permissions().mode() & 0o7777),
+                Ok(meta) => return Err(not_regular(path, &meta)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(ToolError::io(&resolved.real, &e)),
+            };
+            replace_file(&self.access, path, &resolved, content.as_bytes(), mode).await?;
             Ok(ToolOutput::text(format!(
                 "Successfully wrote {} bytes to {path}",
                 content.len()
