@@ -585,14 +585,17 @@ mod tests {
         f.append_new(None, 1, msg("a")).unwrap();
         f.append_new(None, 2, msg("b")).unwrap();
         let handle = f.durable_handle();
-        let wait = tokio::spawn(handle.wait());
-        tokio::task::yield_now().await;
-        assert!(!wait.is_finished());
+        let mut wait = std::pin::pin!(handle.wait());
+        tokio::select! {
+            biased;
+            _ = &mut wait => panic!("durable while the sync was parked"),
+            () = std::future::ready(()) => {}
+        }
 
         // One release may cover both appends (group commit); two always do.
         open_gate.send(()).unwrap();
         open_gate.send(()).unwrap();
-        wait.await.unwrap().unwrap();
+        wait.await.unwrap();
         d.flush().await;
     }
 
