@@ -562,3 +562,80 @@ fn peer_message(src: &mut ValueSource<'_>) -> ClientMessage {
         }
     }
 }
+
+/// Body of the `x509_identity` target: `data` is a client certificate (DER) as a TLS peer
+/// could present it.
+///
+/// [`ClientCertificate::from_der`](crate::ClientCertificate::from_der) never panics; the
+/// fingerprint is the SHA-256 of the bytes in lowercase hex; bytes `x509-parser` refuses give
+/// no names at all, and for bytes it accepts the alternative names are exactly its DNS, IP
+/// (4 or 16 bytes), e-mail and URI general names in order; the by-kind accessors partition
+/// them. The RFC 4514 escaping (our own code) round-trips every attribute text of the
+/// subject and the input itself read as text.
+pub fn x509_identity(data: &[u8]) {
+    use std::net::IpAddr;
+
+    use x509_parser::certificate::X509Certificate;
+    use x509_parser::extensions::GeneralName;
+    use x509_parser::prelude::FromDer;
+
+    use crate::identity::x509::{escape, unescape};
+    use crate::{ClientCertificate, SubjectAltName};
+
+    let cert = ClientCertificate::from_der(data.to_vec().into());
+    let digest = ring::digest::digest(&ring::digest::SHA256, data);
+    assert_eq!(cert.sha256_fingerprint().as_slice(), digest.as_ref());
+    let hex = cert.sha256_fingerprint_hex();
+    assert_eq!(hex.len(), 64);
+    assert!(hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+    let kinds = cert.dns_names().count()
+        + cert.ip_addresses().count()
+        + cert.emails().count()
+        + cert.uris().count();
+    assert_eq!(kinds, cert.subject_alt_names().len());
+    let _ = format!("{cert:?}");
+
+    match X509Certificate::from_der(data) {
+        Err(_) => {
+            assert_eq!(cert.subject(), "");
+            assert_eq!(cert.common_name(), None);
+            assert!(cert.subject_alt_names().is_empty());
+        }
+        Ok((_, parsed)) => {
+            let expected: Vec<SubjectAltName> = match parsed.subject_alternative_name() {
+                Ok(Some(san)) => san
+                    .value
+                    .general_names
+                    .iter()
+                    .filter_map(|n| match n {
+                        GeneralName::DNSName(s) => Some(SubjectAltName::Dns((*s).into())),
+                        GeneralName::RFC822Name(s) => Some(SubjectAltName::Email((*s).into())),
+                        GeneralName::URI(s) => Some(SubjectAltName::Uri((*s).into())),
+                        GeneralName::IPAddress(b) => match b.len() {
+                            4 => <[u8; 4]>::try_from(*b).ok().map(IpAddr::from),
+                            16 => <[u8; 16]>::try_from(*b).ok().map(IpAddr::from),
+                            _ => None,
+                        }
+                        .map(SubjectAltName::Ip),
+                        _ => None,
+                    })
+                    .collect(),
+                Ok(None) | Err(_) => Vec::new(),
+            };
+            assert_eq!(cert.subject_alt_names(), expected.as_slice());
+            if parsed.subject().iter_attributes().next().is_none() {
+                assert_eq!(cert.subject(), "");
+            }
+            for atv in parsed.subject().iter_attributes() {
+                if let Ok(text) = atv.as_str() {
+                    assert_eq!(unescape(&escape(text)).as_deref(), Some(text));
+                }
+            }
+            if parsed.subject().iter_common_name().next().is_some() {
+                assert!(cert.common_name().is_some());
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(data);
+    assert_eq!(unescape(&escape(&text)).as_deref(), Some(&*text));
+}

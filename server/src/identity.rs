@@ -1,5 +1,15 @@
 //! Who is on the other end of a connection, as established by the listener before any
 //! protocol byte was read.
+//!
+//! Unix peers are named by the kernel (`SO_PEERCRED`: uid, gid, pid) plus the user name
+//! `/etc/passwd` gives the uid ([`passwd`]); TLS peers by their verified client certificate:
+//! SHA-256 fingerprint, subject, common name and subject alternative names, read with the
+//! `x509-parser` crate ([`x509`]). A TLS peer without a certificate (`ClientAuth::Optional`)
+//! is [`PeerIdentity::AnonymousTls`]: an identity of its own, which a host grants nothing to
+//! unless it chooses to.
+
+pub(crate) mod passwd;
+pub(crate) mod x509;
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -39,6 +49,9 @@ pub enum PeerIdentity {
     Unix {
         /// Effective user id of the connecting process.
         uid: u32,
+        /// The user name `/etc/passwd` lists for `uid`, if any (other NSS sources are not
+        /// consulted). The uid is the identity; the name is read when the peer connects.
+        user_name: Option<String>,
         /// Effective group id of the connecting process.
         gid: u32,
         /// Process id, where the platform reports it.
@@ -52,21 +65,85 @@ pub enum PeerIdentity {
         /// True when the peer address is a loopback address.
         loopback: bool,
     },
-    /// TLS. `client_certificate` is present when the client presented a certificate that
-    /// verified against the configured client CA.
+    /// TLS with a client certificate that verified against the configured client CA (or the
+    /// verifier of a [`TlsConfig::from_rustls`](crate::TlsConfig::from_rustls) configuration).
     Tls {
         /// The peer's address.
         addr: SocketAddr,
         /// The verified client certificate (mutual TLS).
-        client_certificate: Option<Arc<ClientCertificate>>,
+        client_certificate: Arc<ClientCertificate>,
     },
+    /// TLS without a client certificate: a server with no client CA, or
+    /// [`ClientAuth::Optional`](crate::ClientAuth::Optional) and a client that presented
+    /// none. The channel is encrypted but the peer is nobody in particular: grant it nothing
+    /// you would not grant anyone who can reach the port.
+    AnonymousTls {
+        /// The peer's address.
+        addr: SocketAddr,
+    },
+}
+
+impl PeerIdentity {
+    /// True for identities a transport authenticated: Unix (kernel credentials) and TLS with
+    /// a verified client certificate. Plain TCP and anonymous TLS are not.
+    pub fn is_authenticated(&self) -> bool {
+        match self {
+            Self::Unix { .. } | Self::Tls { .. } => true,
+            Self::Tcp { .. } | Self::AnonymousTls { .. } => false,
+        }
+    }
+
+    /// The Unix peer's uid.
+    pub fn uid(&self) -> Option<u32> {
+        match self {
+            Self::Unix { uid, .. } => Some(*uid),
+            Self::Tcp { .. } | Self::Tls { .. } | Self::AnonymousTls { .. } => None,
+        }
+    }
+
+    /// The Unix peer's user name, if `/etc/passwd` lists its uid.
+    pub fn user_name(&self) -> Option<&str> {
+        match self {
+            Self::Unix { user_name, .. } => user_name.as_deref(),
+            Self::Tcp { .. } | Self::Tls { .. } | Self::AnonymousTls { .. } => None,
+        }
+    }
+
+    /// The verified TLS client certificate.
+    pub fn client_certificate(&self) -> Option<&ClientCertificate> {
+        match self {
+            Self::Tls {
+                client_certificate, ..
+            } => Some(client_certificate),
+            Self::Unix { .. } | Self::Tcp { .. } | Self::AnonymousTls { .. } => None,
+        }
+    }
+
+    /// The peer's network address (TCP and TLS).
+    pub fn addr(&self) -> Option<SocketAddr> {
+        match self {
+            Self::Tcp { addr, .. } | Self::Tls { addr, .. } | Self::AnonymousTls { addr } => {
+                Some(*addr)
+            }
+            Self::Unix { .. } => None,
+        }
+    }
 }
 
 impl fmt::Display for PeerIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Unix { uid, gid, pid } => {
-                write!(f, "unix uid={uid} gid={gid}")?;
+            Self::Unix {
+                uid,
+                user_name,
+                gid,
+                pid,
+            } => {
+                write!(f, "unix uid={uid}")?;
+                if let Some(name) = user_name {
+                    write!(f, " user={name}")?;
+                }
+                write!(f, " gid={gid}")?;
                 if let Some(pid) = pid {
                     write!(f, " pid={pid}")?;
                 }
@@ -75,9 +152,14 @@ impl fmt::Display for PeerIdentity {
             Self::Tcp { addr, .. } => write!(f, "tcp {addr}"),
             Self::Tls {
                 addr,
-                client_certificate: Some(cert),
-            } => write!(f, "tls {addr} client=\"{}\"", cert.subject()),
-            Self::Tls { addr, .. } => write!(f, "tls {addr}"),
+                client_certificate,
+            } => write!(
+                f,
+                "tls {addr} client=\"{}\" sha256={}",
+                client_certificate.subject(),
+                client_certificate.sha256_fingerprint_hex()
+            ),
+            Self::AnonymousTls { addr } => write!(f, "tls {addr} anonymous"),
         }
     }
 }
@@ -119,23 +201,25 @@ impl fmt::Display for SubjectAltName {
 }
 
 impl ClientCertificate {
-    /// Describes an end-entity certificate (DER).
+    /// Describes an end-entity certificate (DER). Never fails: bytes `x509-parser` cannot
+    /// read give an empty subject and no names (the fingerprint is of the bytes as given).
     pub fn from_der(der: CertificateDer<'static>) -> Self {
         let digest = ring::digest::digest(&ring::digest::SHA256, der.as_ref());
         let mut sha256 = [0; 32];
         sha256.copy_from_slice(digest.as_ref());
-        let parsed = der::parse(der.as_ref()).unwrap_or_default();
+        let names = x509::names(der.as_ref());
         Self {
-            subject: parsed.subject,
-            common_name: parsed.common_name,
-            alt_names: parsed.alt_names,
+            subject: names.subject,
+            common_name: names.common_name,
+            alt_names: names.alt_names,
             sha256,
             der,
         }
     }
 
-    /// The subject distinguished name in RFC 4514 form (`CN=alice,O=Example`), or empty if
-    /// it could not be read.
+    /// The subject distinguished name in RFC 4514 form (`CN=alice,O=Example`: most specific
+    /// RDN first, values escaped, non-string values as `#` and hex DER), or empty if it could
+    /// not be read.
     pub fn subject(&self) -> &str {
         &self.subject
     }
@@ -150,6 +234,39 @@ impl ClientCertificate {
     /// certificate order.
     pub fn subject_alt_names(&self) -> &[SubjectAltName] {
         &self.alt_names
+    }
+
+    /// The `dNSName` alternative names, in certificate order.
+    pub fn dns_names(&self) -> impl Iterator<Item = &str> {
+        self.alt_names.iter().filter_map(|n| match n {
+            SubjectAltName::Dns(s) => Some(s.as_str()),
+            SubjectAltName::Uri(_) | SubjectAltName::Email(_) | SubjectAltName::Ip(_) => None,
+        })
+    }
+
+    /// The `iPAddress` alternative names, in certificate order.
+    pub fn ip_addresses(&self) -> impl Iterator<Item = IpAddr> {
+        self.alt_names.iter().filter_map(|n| match n {
+            SubjectAltName::Ip(ip) => Some(*ip),
+            SubjectAltName::Dns(_) | SubjectAltName::Uri(_) | SubjectAltName::Email(_) => None,
+        })
+    }
+
+    /// The `rfc822Name` (e-mail) alternative names, in certificate order.
+    pub fn emails(&self) -> impl Iterator<Item = &str> {
+        self.alt_names.iter().filter_map(|n| match n {
+            SubjectAltName::Email(s) => Some(s.as_str()),
+            SubjectAltName::Dns(_) | SubjectAltName::Uri(_) | SubjectAltName::Ip(_) => None,
+        })
+    }
+
+    /// The `uniformResourceIdentifier` alternative names (e.g. SPIFFE ids), in certificate
+    /// order.
+    pub fn uris(&self) -> impl Iterator<Item = &str> {
+        self.alt_names.iter().filter_map(|n| match n {
+            SubjectAltName::Uri(s) => Some(s.as_str()),
+            SubjectAltName::Dns(_) | SubjectAltName::Email(_) | SubjectAltName::Ip(_) => None,
+        })
     }
 
     /// SHA-256 of the DER certificate.
@@ -186,253 +303,6 @@ impl fmt::Debug for ClientCertificate {
     }
 }
 
-/// Just enough DER to read a certificate's subject name and alternative names. The
-/// certificate was already verified by rustls/webpki; every read is still bounds-checked, and
-/// anything unexpected yields `None` (an empty subject), never a panic.
-mod der {
-    use std::fmt::Write as _;
-    use std::net::IpAddr;
-
-    use super::SubjectAltName;
-
-    /// What [`parse`] reads.
-    #[derive(Debug, Default)]
-    pub(super) struct Parsed {
-        pub(super) subject: String,
-        pub(super) common_name: Option<String>,
-        pub(super) alt_names: Vec<SubjectAltName>,
-    }
-
-    struct Tlv<'a> {
-        tag: u8,
-        body: &'a [u8],
-        rest: &'a [u8],
-    }
-
-    fn tlv(input: &[u8]) -> Option<Tlv<'_>> {
-        let (&tag, input) = input.split_first()?;
-        let (&first, mut input) = input.split_first()?;
-        let len = if first < 0x80 {
-            usize::from(first)
-        } else {
-            let n = usize::from(first & 0x7f);
-            if n == 0 || n > 4 || input.len() < n {
-                return None;
-            }
-            let (bytes, rest) = input.split_at(n);
-            input = rest;
-            bytes
-                .iter()
-                .fold(0usize, |acc, &b| (acc << 8) | usize::from(b))
-        };
-        if input.len() < len {
-            return None;
-        }
-        let (body, rest) = input.split_at(len);
-        Some(Tlv { tag, body, rest })
-    }
-
-    const SEQUENCE: u8 = 0x30;
-    const SET: u8 = 0x31;
-    const OID: u8 = 0x06;
-    const CONTEXT_0: u8 = 0xa0;
-    const CONTEXT_3: u8 = 0xa3;
-    const BOOLEAN: u8 = 0x01;
-    const OCTET_STRING: u8 = 0x04;
-    const SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x11]; // 2.5.29.17
-    const COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03]; // 2.5.4.3
-
-    /// The subject (RFC 4514), its common name and the subject alternative names.
-    pub(super) fn parse(cert: &[u8]) -> Option<Parsed> {
-        let cert = tlv(cert)?;
-        (cert.tag == SEQUENCE).then_some(())?;
-        let tbs = tlv(cert.body)?;
-        (tbs.tag == SEQUENCE).then_some(())?;
-        let mut fields = tbs.body;
-        let mut next = || -> Option<Tlv<'_>> {
-            let t = tlv(fields)?;
-            fields = t.rest;
-            Some(t)
-        };
-        let mut item = next()?;
-        if item.tag == CONTEXT_0 {
-            item = next()?; // version, then serial
-        }
-        let _signature = next()?;
-        let _issuer = next()?;
-        let _validity = next()?;
-        let subject = next()?;
-        let _ = item;
-        (subject.tag == SEQUENCE).then_some(())?;
-        let (subject, common_name) = name_string(subject.body)?;
-        let _public_key = next()?;
-        // Optional issuer/subject unique ids ([1], [2]), then extensions ([3]).
-        let mut alt_names = Vec::new();
-        while let Some(field) = next() {
-            if field.tag == CONTEXT_3 {
-                // A malformed extension costs the alternative names, not the subject.
-                alt_names = subject_alt_names(field.body).unwrap_or_default();
-            }
-        }
-        Some(Parsed {
-            subject,
-            common_name,
-            alt_names,
-        })
-    }
-
-    /// The names in the subjectAltName extension of `[3] { SEQUENCE OF Extension }`.
-    fn subject_alt_names(explicit: &[u8]) -> Option<Vec<SubjectAltName>> {
-        let extensions = tlv(explicit)?;
-        (extensions.tag == SEQUENCE).then_some(())?;
-        let mut rest = extensions.body;
-        while !rest.is_empty() {
-            let extension = tlv(rest)?;
-            rest = extension.rest;
-            (extension.tag == SEQUENCE).then_some(())?;
-            let oid = tlv(extension.body)?;
-            (oid.tag == OID).then_some(())?;
-            if oid.body != SUBJECT_ALT_NAME {
-                continue;
-            }
-            let mut value = tlv(oid.rest)?;
-            if value.tag == BOOLEAN {
-                value = tlv(value.rest)?; // `critical`
-            }
-            (value.tag == OCTET_STRING).then_some(())?;
-            let names = tlv(value.body)?;
-            (names.tag == SEQUENCE).then_some(())?;
-            return Some(general_names(names.body));
-        }
-        Some(Vec::new())
-    }
-
-    fn general_names(mut names: &[u8]) -> Vec<SubjectAltName> {
-        let mut out = Vec::new();
-        while let Some(name) = tlv(names) {
-            names = name.rest;
-            let text = || std::str::from_utf8(name.body).ok().map(str::to_owned);
-            let parsed = match name.tag {
-                0x81 => text().map(SubjectAltName::Email),
-                0x82 => text().map(SubjectAltName::Dns),
-                0x86 => text().map(SubjectAltName::Uri),
-                0x87 => match name.body.len() {
-                    4 => <[u8; 4]>::try_from(name.body)
-                        .ok()
-                        .map(|b| SubjectAltName::Ip(IpAddr::from(b))),
-                    16 => <[u8; 16]>::try_from(name.body)
-                        .ok()
-                        .map(|b| SubjectAltName::Ip(IpAddr::from(b))),
-                    _ => None,
-                },
-                _ => None, // otherName, directoryName, …: not names a host matches on
-            };
-            out.extend(parsed);
-        }
-        out
-    }
-
-    fn name_string(mut rdns: &[u8]) -> Option<(String, Option<String>)> {
-        let mut common_name = None;
-        let mut parts = Vec::new();
-        while !rdns.is_empty() {
-            let set = tlv(rdns)?;
-            rdns = set.rest;
-            (set.tag == SET).then_some(())?;
-            let mut atvs = set.body;
-            let mut rdn = Vec::new();
-            while !atvs.is_empty() {
-                let atv = tlv(atvs)?;
-                atvs = atv.rest;
-                (atv.tag == SEQUENCE).then_some(())?;
-                let oid = tlv(atv.body)?;
-                (oid.tag == OID).then_some(())?;
-                let value = tlv(oid.rest)?;
-                if oid.body == COMMON_NAME {
-                    // Later RDNs are more specific (RFC 4514 lists them first).
-                    common_name = Some(String::from_utf8_lossy(value.body).into_owned());
-                }
-                rdn.push(format!(
-                    "{}={}",
-                    attribute_name(oid.body),
-                    escape(value.body)
-                ));
-            }
-            parts.push(rdn.join("+"));
-        }
-        // RFC 4514 lists the most specific RDN first.
-        parts.reverse();
-        Some((parts.join(","), common_name))
-    }
-
-    fn attribute_name(oid: &[u8]) -> String {
-        match oid {
-            [0x55, 0x04, 0x03] => "CN".into(),
-            [0x55, 0x04, 0x06] => "C".into(),
-            [0x55, 0x04, 0x07] => "L".into(),
-            [0x55, 0x04, 0x08] => "ST".into(),
-            [0x55, 0x04, 0x0a] => "O".into(),
-            [0x55, 0x04, 0x0b] => "OU".into(),
-            [0x55, 0x04, 0x05] => "serialNumber".into(),
-            [0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x19] => "DC".into(),
-            [0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x01] => "UID".into(),
-            [0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x01] => "emailAddress".into(),
-            other => dotted(other),
-        }
-    }
-
-    fn dotted(oid: &[u8]) -> String {
-        let mut arcs = Vec::new();
-        let mut acc: u64 = 0;
-        for &b in oid {
-            acc = (acc << 7) | u64::from(b & 0x7f);
-            if b & 0x80 == 0 {
-                arcs.push(acc);
-                acc = 0;
-            }
-        }
-        let mut s = String::new();
-        if let Some((&first, rest)) = arcs.split_first() {
-            let (a, b) = match first {
-                0..=39 => (0, first),
-                40..=79 => (1, first - 40),
-                _ => (2, first - 80),
-            };
-            let _ = write!(s, "{a}.{b}");
-            for arc in rest {
-                let _ = write!(s, ".{arc}");
-            }
-        }
-        s
-    }
-
-    /// Renders a string value with RFC 4514 escaping; non-UTF-8 values as `#hex`.
-    fn escape(value: &[u8]) -> String {
-        let Ok(text) = std::str::from_utf8(value) else {
-            return value.iter().fold(String::from("#"), |mut s, b| {
-                let _ = write!(s, "{b:02x}");
-                s
-            });
-        };
-        let mut out = String::with_capacity(text.len());
-        let last = text.chars().count().saturating_sub(1);
-        for (i, c) in text.chars().enumerate() {
-            let special = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';' | '=')
-                || (i == 0 && matches!(c, ' ' | '#'))
-                || (i == last && c == ' ');
-            if special {
-                out.push('\\');
-            }
-            if c.is_control() {
-                let _ = write!(out, "\\{:02x}", u32::from(c));
-            } else {
-                out.push(c);
-            }
-        }
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(
@@ -440,11 +310,12 @@ mod tests {
         reason = "test code: a failed unwrap is a failed test"
     )]
 
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+    use std::sync::Arc;
 
-    use rcgen::{CertificateParams, DnType, KeyPair, SanType};
+    use rcgen::{CertificateParams, DnType, DnValue, KeyPair, SanType};
 
-    use super::{ClientCertificate, SubjectAltName};
+    use super::{ClientCertificate, PeerIdentity, SubjectAltName};
 
     fn certificate(params: CertificateParams) -> ClientCertificate {
         let key = KeyPair::generate().unwrap();
@@ -452,8 +323,7 @@ mod tests {
         ClientCertificate::from_der(cert.der().clone())
     }
 
-    #[test]
-    fn alternative_names_of_every_supported_kind_are_read_in_order() {
+    fn every_san_kind() -> CertificateParams {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.distinguished_name.push(DnType::CommonName, "agent");
         params.subject_alt_names = vec![
@@ -462,8 +332,14 @@ mod tests {
             SanType::Rfc822Name("ops@example.org".try_into().unwrap()),
             SanType::IpAddress(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7))),
             SanType::IpAddress(IpAddr::V6(Ipv6Addr::LOCALHOST)),
+            SanType::DnsName("*.agents.example.org".try_into().unwrap()),
         ];
-        let cert = certificate(params);
+        params
+    }
+
+    #[test]
+    fn alternative_names_of_every_supported_kind_are_read_in_order_and_by_kind() {
+        let cert = certificate(every_san_kind());
         assert_eq!(
             cert.subject_alt_names(),
             [
@@ -472,13 +348,43 @@ mod tests {
                 SubjectAltName::Email("ops@example.org".into()),
                 SubjectAltName::Ip(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7))),
                 SubjectAltName::Ip(IpAddr::V6(Ipv6Addr::LOCALHOST)),
+                SubjectAltName::Dns("*.agents.example.org".into()),
             ]
         );
+        assert_eq!(
+            cert.dns_names().collect::<Vec<_>>(),
+            ["agent.example.org", "*.agents.example.org"]
+        );
+        assert_eq!(
+            cert.ip_addresses().collect::<Vec<_>>(),
+            [
+                IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7)),
+                IpAddr::V6(Ipv6Addr::LOCALHOST)
+            ]
+        );
+        assert_eq!(cert.emails().collect::<Vec<_>>(), ["ops@example.org"]);
+        assert_eq!(
+            cert.uris().collect::<Vec<_>>(),
+            ["spiffe://example.org/agent"]
+        );
         assert_eq!(cert.common_name(), Some("agent"));
+        assert_eq!(cert.subject(), "CN=agent");
         assert_eq!(
             cert.subject_alt_names()[0].to_string(),
             "URI:spiffe://example.org/agent"
         );
+        assert_eq!(cert.subject_alt_names()[4].to_string(), "IP:::1");
+    }
+
+    #[test]
+    fn the_fingerprint_is_the_sha256_of_the_der_in_lowercase_hex() {
+        let cert = certificate(every_san_kind());
+        let digest = ring::digest::digest(&ring::digest::SHA256, cert.der().as_ref());
+        assert_eq!(cert.sha256_fingerprint().as_slice(), digest.as_ref());
+        let hex = cert.sha256_fingerprint_hex();
+        let expected: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, expected);
+        assert_eq!(hex.len(), 64);
     }
 
     #[test]
@@ -491,18 +397,41 @@ mod tests {
     }
 
     #[test]
-    fn a_common_name_with_rfc4514_specials_comes_back_unescaped() {
+    fn the_subject_is_rfc4514_most_specific_first_with_specials_escaped() {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CountryName, "NL");
         params
             .distinguished_name
             .push(DnType::OrganizationName, "Example");
         params
             .distinguished_name
+            .push(DnType::OrganizationalUnitName, "ops");
+        params
+            .distinguished_name
             .push(DnType::CommonName, "Doe, Jane+ops");
         let cert = certificate(params);
-        // rcgen writes CN before O, so O is the most specific RDN here.
-        assert_eq!(cert.subject(), "O=Example,CN=Doe\\, Jane\\+ops");
+        // rcgen writes CN first, then the others in push order: OU is the most specific RDN.
+        assert_eq!(cert.subject(), "OU=ops,O=Example,C=NL,CN=Doe\\, Jane\\+ops");
         assert_eq!(cert.common_name(), Some("Doe, Jane+ops"));
+    }
+
+    #[test]
+    fn bmp_and_unknown_attributes_are_rendered() {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(
+            DnType::CommonName,
+            DnValue::BmpString("Zoë".try_into().unwrap()),
+        );
+        params
+            .distinguished_name
+            .push(DnType::CustomDnType(vec![1, 3, 6, 1, 4, 1, 99999, 1]), "x");
+        let cert = certificate(params);
+        assert_eq!(cert.common_name(), Some("Zoë"));
+        assert!(
+            cert.subject().starts_with("1.3.6.1.4.1.99999.1=x,CN=Zoë"),
+            "{}",
+            cert.subject()
+        );
     }
 
     #[test]
@@ -515,9 +444,53 @@ mod tests {
         for cut in 0..der.len() {
             let cert = ClientCertificate::from_der(der[..cut].to_vec().into());
             assert!(cert.subject_alt_names().len() <= 1);
+            crate::fuzzing::x509_identity(&der[..cut]);
         }
         let cert = ClientCertificate::from_der(vec![0x30, 0x84, 0xff, 0xff, 0xff, 0xff].into());
         assert_eq!(cert.subject(), "");
         assert_eq!(cert.common_name(), None);
+    }
+
+    #[test]
+    fn an_anonymous_tls_peer_is_its_own_unauthenticated_identity() {
+        let addr: SocketAddr = "192.0.2.7:4433".parse().unwrap();
+        let anonymous = PeerIdentity::AnonymousTls { addr };
+        assert!(!anonymous.is_authenticated());
+        assert!(anonymous.client_certificate().is_none());
+        assert_eq!(anonymous.addr(), Some(addr));
+        assert_eq!(anonymous.to_string(), "tls 192.0.2.7:4433 anonymous");
+
+        let cert = Arc::new(certificate(every_san_kind()));
+        let verified = PeerIdentity::Tls {
+            addr,
+            client_certificate: Arc::clone(&cert),
+        };
+        assert!(verified.is_authenticated());
+        assert_eq!(
+            verified.client_certificate().unwrap().common_name(),
+            Some("agent")
+        );
+        assert_eq!(
+            verified.to_string(),
+            format!(
+                "tls 192.0.2.7:4433 client=\"CN=agent\" sha256={}",
+                cert.sha256_fingerprint_hex()
+            )
+        );
+        assert_ne!(verified, anonymous);
+    }
+
+    #[test]
+    fn a_unix_identity_shows_uid_and_user_name() {
+        let unix = PeerIdentity::Unix {
+            uid: 1000,
+            user_name: Some("alice".into()),
+            gid: 100,
+            pid: Some(42),
+        };
+        assert!(unix.is_authenticated());
+        assert_eq!(unix.uid(), Some(1000));
+        assert_eq!(unix.user_name(), Some("alice"));
+        assert_eq!(unix.to_string(), "unix uid=1000 user=alice gid=100 pid=42");
     }
 }

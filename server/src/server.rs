@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use baton_protocol::{ServerId, WireError};
+use baton_protocol::codec::encode_frame;
+use baton_protocol::{ErrorCode, ServerId, ServerMessage, WireError};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{OnceCell, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -19,16 +20,24 @@ use crate::conn::{self, ConnShared};
 use crate::context::{ConnectionId, Peer};
 use crate::error::{CloseError, StartError};
 use crate::host::ServerHost;
+use crate::identity::passwd::UserNames;
 use crate::identity::{ClientCertificate, PeerIdentity, Transport};
 use crate::listen::{
-    BoundTcp, BoundUnix, ListenAddr, Listener, Stream, UnixSocketFile, configure_accepted,
+    BoundTcp, BoundUnix, LINGER_DEADLINE, ListenAddr, Listener, Stream, UnixSocketFile,
+    configure_accepted, discard, refuse,
 };
 use crate::router::{Router, lock};
 use crate::tasks::spawn;
 
-/// Connections over the limit that may be answered `busy` at once; beyond this they are
-/// dropped without a word.
-const MAX_REJECTING: usize = 64;
+/// Connections refused at the listener (e.g. over `max_connections`) that may be in their
+/// refusal at once: TLS handshake, `hello_error`, lingering close (`listen::linger`). Beyond
+/// this a refused Unix or TCP socket gets its `hello_error` only if the socket takes it
+/// without waiting, and is closed at once (TLS: closed). They hold no connection slot.
+const MAX_REFUSING: usize = 256;
+/// Connections the server closed that may linger at once, reading and discarding what the
+/// peer still sends so the close does not become a reset; beyond this they close at once.
+/// They no longer hold a connection slot.
+const MAX_LINGERING: usize = 256;
 /// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -52,7 +61,9 @@ pub(crate) struct ServerShared<H: ServerHost> {
     connections: Mutex<HashMap<ConnectionId, Weak<ConnShared>>>,
     next_connection: AtomicU64,
     connection_slots: Arc<Semaphore>,
-    reject_slots: Arc<Semaphore>,
+    refuse_slots: Arc<Semaphore>,
+    linger_slots: Arc<Semaphore>,
+    user_names: UserNames,
 }
 
 impl<H: ServerHost> ServerShared<H> {
@@ -187,7 +198,9 @@ impl<H: ServerHost> Server<H> {
             connections: Mutex::new(HashMap::new()),
             next_connection: AtomicU64::new(1),
             connection_slots: Arc::new(Semaphore::new(config.max_connections)),
-            reject_slots: Arc::new(Semaphore::new(MAX_REJECTING)),
+            refuse_slots: Arc::new(Semaphore::new(MAX_REFUSING)),
+            linger_slots: Arc::new(Semaphore::new(MAX_LINGERING)),
+            user_names: UserNames::system(),
             config,
         });
         let stop_accepting = CancellationToken::new();
@@ -329,33 +342,49 @@ async fn accept(bound: &Bound) -> std::io::Result<Accepted> {
     })
 }
 
+impl Accepted {
+    /// The address `accept` reported (TCP and TLS).
+    fn addr(&self) -> Option<SocketAddr> {
+        match self {
+            Self::Unix(_) => None,
+            Self::Tcp(_, addr) | Self::Tls(_, addr, _) => Some(*addr),
+        }
+    }
+
+    /// One attempt to write `frame` without waiting (not TLS: no session yet).
+    fn try_write(&self, frame: &[u8]) {
+        let _ = match self {
+            Self::Unix(s) => s.try_write(frame),
+            Self::Tcp(s, _) => s.try_write(frame),
+            Self::Tls(..) => return,
+        };
+    }
+}
+
 fn admit<H: ServerHost>(shared: &Arc<ServerShared<H>>, accepted: Accepted) {
-    let permit = Arc::clone(&shared.connection_slots).try_acquire_owned();
-    let (permit, reject) = match permit {
-        Ok(p) => (p, None),
-        Err(_) => match Arc::clone(&shared.reject_slots).try_acquire_owned() {
-            Ok(p) => {
-                tracing::debug!(
-                    limit = shared.config.max_connections,
-                    "connection limit reached"
-                );
-                let e = WireError::from_code(
-                    baton_protocol::ErrorCode::Busy,
-                    format!(
-                        "Server connection limit of {} reached",
-                        shared.config.max_connections
-                    ),
-                );
-                (p, Some(e))
-            }
-            Err(_) => return,
-        },
+    let Ok(permit) = Arc::clone(&shared.connection_slots).try_acquire_owned() else {
+        tracing::debug!(
+            limit = shared.config.max_connections,
+            "connection limit reached"
+        );
+        let error = WireError::from_code(
+            ErrorCode::Busy,
+            format!(
+                "Server connection limit of {} reached",
+                shared.config.max_connections
+            ),
+        );
+        refuse_connection(shared, accepted, error);
+        return;
     };
     let id = ConnectionId(shared.next_connection.fetch_add(1, Ordering::Relaxed));
     let shared2 = Arc::clone(shared);
     spawn(&shared.conn_tasks, async move {
-        let _permit = permit;
-        let Some((stream, transport, identity)) = establish(&shared2, accepted).await else {
+        let addr = accepted.addr();
+        let Some(stream) = open(&shared2, accepted).await else {
+            return;
+        };
+        let Some((transport, identity)) = identify(&shared2, &stream, addr).await else {
             return;
         };
         let peer = Arc::new(Peer {
@@ -363,38 +392,65 @@ fn admit<H: ServerHost>(shared: &Arc<ServerShared<H>>, accepted: Accepted) {
             transport,
             identity,
         });
-        conn::serve(shared2, stream, peer, reject).await;
+        let leftover = conn::serve(Arc::clone(&shared2), stream, peer, None).await;
+        // The slot is free once the connection is; lingering does not hold it.
+        drop(permit);
+        if let Some(mut reader) = leftover
+            && let Ok(_slot) = shared2.linger_slots.try_acquire()
+        {
+            discard(&mut reader, tokio::time::Instant::now() + LINGER_DEADLINE).await;
+        }
     });
 }
 
-/// Finishes transport setup (TLS handshake) and establishes the peer's identity.
-async fn establish<H: ServerHost>(
-    shared: &ServerShared<H>,
+/// Refuses a connection at the listener, before any protocol byte is read: `error` is its
+/// only frame, then a lingering close (`listen::linger`) so the refusal arrives even if the
+/// client is already writing. Every listener-level refusal goes through here.
+fn refuse_connection<H: ServerHost>(
+    shared: &Arc<ServerShared<H>>,
     accepted: Accepted,
-) -> Option<(Stream, Transport, PeerIdentity)> {
+    error: WireError,
+) {
+    let frame = match encode_frame(
+        &ServerMessage::HelloError(error),
+        shared.config.max_frame_length,
+    ) {
+        Ok(frame) => frame,
+        Err(error) => {
+            tracing::debug!(%error, "cannot encode the refusal; closing");
+            return;
+        }
+    };
+    let Ok(slot) = Arc::clone(&shared.refuse_slots).try_acquire_owned() else {
+        tracing::debug!(limit = MAX_REFUSING, "too many refusals in progress");
+        accepted.try_write(&frame);
+        return;
+    };
+    let shared2 = Arc::clone(shared);
+    spawn(&shared.conn_tasks, async move {
+        let _slot = slot;
+        let Some(mut stream) = open(&shared2, accepted).await else {
+            return;
+        };
+        let how = refuse(
+            &mut stream,
+            &frame,
+            tokio::time::Instant::now() + LINGER_DEADLINE,
+        )
+        .await;
+        tracing::debug!(?how, "refused");
+    });
+}
+
+/// Finishes transport setup: socket options, and the TLS handshake (bounded by
+/// `handshake_timeout`, cancelled by server shutdown).
+async fn open<H: ServerHost>(shared: &ServerShared<H>, accepted: Accepted) -> Option<Stream> {
     let keepalive = shared.config.tcp_keepalive;
     match accepted {
-        Accepted::Unix(s) => {
-            let identity = match s.peer_cred() {
-                Ok(c) => PeerIdentity::Unix {
-                    uid: c.uid(),
-                    gid: c.gid(),
-                    pid: c.pid(),
-                },
-                Err(error) => {
-                    tracing::debug!(%error, "cannot read unix peer credentials; refusing");
-                    return None;
-                }
-            };
-            Some((Stream::Unix(s), Transport::Unix, identity))
-        }
-        Accepted::Tcp(s, addr) => {
+        Accepted::Unix(s) => Some(Stream::Unix(s)),
+        Accepted::Tcp(s, _) => {
             configure_accepted(&s, keepalive);
-            let identity = PeerIdentity::Tcp {
-                addr,
-                loopback: addr.ip().is_loopback(),
-            };
-            Some((Stream::Tcp(s), Transport::Tcp, identity))
+            Some(Stream::Tcp(s))
         }
         Accepted::Tls(s, addr, acceptor) => {
             configure_accepted(&s, keepalive);
@@ -404,28 +460,65 @@ async fn establish<H: ServerHost>(
                 r = handshake => r,
                 () = shared.shutdown.cancelled() => return None,
             };
-            let tls = match tls {
-                Ok(Ok(tls)) => tls,
+            match tls {
+                Ok(Ok(tls)) => Some(Stream::Tls(Box::new(tls))),
                 Ok(Err(error)) => {
                     tracing::debug!(%addr, %error, "TLS handshake failed");
-                    return None;
+                    None
                 }
                 Err(_) => {
                     tracing::debug!(%addr, "TLS handshake timed out");
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// Establishes the peer's identity from an opened stream; `addr` is what `accept` reported.
+async fn identify<H: ServerHost>(
+    shared: &ServerShared<H>,
+    stream: &Stream,
+    addr: Option<SocketAddr>,
+) -> Option<(Transport, PeerIdentity)> {
+    match stream {
+        Stream::Unix(s) => {
+            let cred = match s.peer_cred() {
+                Ok(c) => c,
+                Err(error) => {
+                    tracing::debug!(%error, "cannot read unix peer credentials; refusing");
                     return None;
                 }
             };
-            let client_certificate = tls
-                .get_ref()
-                .1
-                .peer_certificates()
-                .and_then(|chain| chain.first())
-                .map(|leaf| Arc::new(ClientCertificate::from_der(leaf.clone().into_owned())));
-            let identity = PeerIdentity::Tls {
-                addr,
-                client_certificate,
+            let identity = PeerIdentity::Unix {
+                uid: cred.uid(),
+                user_name: shared.user_names.name(cred.uid()).await,
+                gid: cred.gid(),
+                pid: cred.pid(),
             };
-            Some((Stream::Tls(Box::new(tls)), Transport::Tls, identity))
+            Some((Transport::Unix, identity))
+        }
+        Stream::Tcp(_) => {
+            let addr = addr?;
+            let identity = PeerIdentity::Tcp {
+                addr,
+                loopback: addr.ip().is_loopback(),
+            };
+            Some((Transport::Tcp, identity))
+        }
+        Stream::Tls(tls) => {
+            let addr = addr?;
+            let session = &tls.get_ref().1;
+            let identity = match session.peer_certificates().and_then(|chain| chain.first()) {
+                Some(leaf) => PeerIdentity::Tls {
+                    addr,
+                    client_certificate: Arc::new(ClientCertificate::from_der(
+                        leaf.clone().into_owned(),
+                    )),
+                },
+                None => PeerIdentity::AnonymousTls { addr },
+            };
+            Some((Transport::Tls, identity))
         }
     }
 }

@@ -413,10 +413,12 @@ pub fn identity_key(identity: &PeerIdentity) -> String {
     match identity {
         PeerIdentity::Unix { uid, .. } => format!("uid:{uid}"),
         PeerIdentity::Tls {
-            client_certificate: Some(cert),
-            ..
-        } => format!("cn:{}", cert.common_name().unwrap_or_default()),
-        PeerIdentity::Tls { .. } => "tls:anonymous".to_owned(),
+            client_certificate, ..
+        } => format!(
+            "cn:{}",
+            client_certificate.common_name().unwrap_or_default()
+        ),
+        PeerIdentity::AnonymousTls { .. } => "tls:anonymous".to_owned(),
         _ => "tcp".to_owned(),
     }
 }

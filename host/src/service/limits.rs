@@ -63,10 +63,10 @@ pub fn owner_key(identity: Option<&PeerIdentity>) -> String {
         None => "local".to_owned(),
         Some(PeerIdentity::Unix { uid, .. }) => format!("unix:uid={uid}"),
         Some(PeerIdentity::Tls {
-            client_certificate: Some(cert),
+            client_certificate: cert,
             ..
         }) => format!("tls:sha256={}", cert.sha256_fingerprint_hex()),
-        Some(PeerIdentity::Tls { .. }) => "tls".to_owned(),
+        Some(PeerIdentity::AnonymousTls { .. }) => "tls".to_owned(),
         Some(PeerIdentity::Tcp { .. }) => "tcp".to_owned(),
         // A transport added later authenticates nothing we know of yet.
         Some(_) => "unknown".to_owned(),
@@ -81,6 +81,7 @@ mod tests {
     fn owners_are_the_verified_peer_not_the_address() {
         let unix = PeerIdentity::Unix {
             uid: 1000,
+            user_name: None,
             gid: 1000,
             pid: Some(7),
         };

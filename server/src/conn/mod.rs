@@ -33,7 +33,7 @@ use tracing::Instrument;
 use crate::context::{Context, Peer};
 use crate::error::ServiceError;
 use crate::host::{ServerHost, ServiceAttachment};
-use crate::listen::{Stream, StreamWriter};
+use crate::listen::{Stream, StreamReader, StreamWriter};
 use crate::panics::guarded;
 use crate::publish::Publisher;
 use crate::router::lock;
@@ -167,19 +167,24 @@ impl Drop for WakeHold<'_> {
 }
 
 /// Serves one accepted, authenticated stream until it closes.
+///
+/// Returns the read half when the server closed the connection (a `hello_error`, a drain)
+/// after shutting down its write half while the peer had not closed its side: the caller
+/// lingers on it (`listen::discard`) so input the peer is still sending does not turn the
+/// close into a reset that overtakes the last frame.
 pub(crate) async fn serve<H: ServerHost>(
     server: Arc<ServerShared<H>>,
     stream: Stream,
     peer: Arc<Peer>,
     reject: Option<WireError>,
-) {
+) -> Option<StreamReader> {
     let span = tracing::info_span!(
         "connection",
         id = %peer.connection_id,
         peer = %peer.identity,
         transport = %peer.transport,
     );
-    run(server, stream, peer, reject).instrument(span).await;
+    run(server, stream, peer, reject).instrument(span).await
 }
 
 async fn run<H: ServerHost>(
@@ -187,7 +192,7 @@ async fn run<H: ServerHost>(
     stream: Stream,
     peer: Arc<Peer>,
     reject: Option<WireError>,
-) {
+) -> Option<StreamReader> {
     tracing::debug!("connection accepted");
     let conn_id = peer.connection_id;
     let now = tokio::time::Instant::now().into_std();
@@ -202,14 +207,17 @@ async fn run<H: ServerHost>(
 
     let kill = CancellationToken::new();
     let writer_done = CancellationToken::new();
+    let shut_down = Arc::new(AtomicBool::new(false));
     let parked = Arc::new(Mutex::new(ParkedWriter::default()));
     {
         let shared = Arc::clone(&shared);
         let parked = Arc::clone(&parked);
         let kill = kill.clone();
         let done = writer_done.clone();
+        let shut_down = Arc::clone(&shut_down);
         spawn(&server.conn_tasks, async move {
-            write_loop(&shared, &parked, writer, &kill).await;
+            let graceful = write_loop(&shared, &parked, writer, &kill).await;
+            shut_down.store(graceful, Ordering::Release);
             done.cancel();
         });
     }
@@ -227,6 +235,8 @@ async fn run<H: ServerHost>(
     let mut attaching: Option<oneshot::Receiver<Result<H::Services, ServiceError>>> = None;
     let mut decoder = ClientMessageDecoder::new(server.config.max_frame_length);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    // True once the peer's side ended (end of stream or a failed read).
+    let mut peer_closed = false;
 
     loop {
         let deadline = shared.with(|s| s.deadline());
@@ -262,6 +272,7 @@ async fn run<H: ServerHost>(
                         tracing::debug!("peer closed the connection");
                     }
                     shared.with(ConnState::abort);
+                    peer_closed = true;
                     break;
                 }
                 Ok(_) => {
@@ -291,6 +302,7 @@ async fn run<H: ServerHost>(
                 Err(error) => {
                     tracing::debug!(%error, "read failed");
                     shared.with(ConnState::abort);
+                    peer_closed = true;
                     break;
                 }
             },
@@ -299,7 +311,9 @@ async fn run<H: ServerHost>(
 
     // Teardown: cancel what the connection started, let the writer flush, release.
     conn_cancel.cancel();
-    drop(reader);
+    // The read half stays open while the writer flushes, so the close below never happens
+    // with unread input before the last frame is out.
+    let reader = (!peer_closed).then_some(reader);
     if tokio::time::timeout(
         server.config.graceful_close_timeout,
         writer_done.cancelled(),
@@ -327,6 +341,7 @@ async fn run<H: ServerHost>(
     }
     server.unregister_connection(conn_id);
     tracing::debug!("connection closed");
+    reader.filter(|_| shut_down.load(Ordering::Acquire))
 }
 
 async fn sleep_until(deadline: Option<std::time::Instant>) {
@@ -426,12 +441,14 @@ enum Next {
     Wait,
 }
 
+/// Writes until the state is finished; returns true if it then shut the write half down
+/// (a graceful close), false if the connection was killed or failed.
 async fn write_loop(
     shared: &ConnShared,
     parked: &Mutex<ParkedWriter>,
     mut writer: StreamWriter,
     kill: &CancellationToken,
-) {
+) -> bool {
     let mut batch = BytesMut::new();
     loop {
         let next = shared.with(|s| {
@@ -479,7 +496,7 @@ async fn write_loop(
                         .unwrap_or_else(|| unreachable!("only the writer task takes it back"))
                 };
                 if killed {
-                    return;
+                    return false;
                 }
                 if batch.is_empty() {
                     continue;
@@ -494,17 +511,18 @@ async fn write_loop(
             Some(Err(error)) => {
                 tracing::debug!(%error, "write failed");
                 shared.with(ConnState::abort);
-                return;
+                return false;
             }
-            None => return,
+            None => return false,
         }
     }
     let graceful = shared.with(|s| s.closing() == Some(state::Closing::Flush));
-    if graceful {
-        tokio::select! {
-            _ = writer.shutdown() => {}
-            () = kill.cancelled() => {}
-        }
+    if !graceful {
+        return false;
+    }
+    tokio::select! {
+        r = writer.shutdown() => r.is_ok(),
+        () = kill.cancelled() => false,
     }
 }
 

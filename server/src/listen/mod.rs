@@ -5,6 +5,7 @@
 //! when a client CA is configured; plain TCP binds to loopback unless explicitly allowed
 //! elsewhere.
 
+mod linger;
 mod stream;
 mod tcp;
 mod tls;
@@ -17,7 +18,8 @@ use std::path::{Path, PathBuf};
 pub use tls::{ClientAuth, TlsConfig};
 pub use unix::unix_socket_path;
 
-pub(crate) use stream::{Stream, StreamWriter};
+pub(crate) use linger::{LINGER_DEADLINE, discard, refuse};
+pub(crate) use stream::{Stream, StreamReader, StreamWriter};
 pub(crate) use tcp::{BoundTcp, configure_accepted};
 pub(crate) use unix::{BoundUnix, UnixSocketFile};
 

@@ -77,7 +77,7 @@ async fn connects_over_mutual_tls_and_the_host_sees_the_certificate() {
     echo_round_trip(&client).await;
     match &s.host.lock().peers[0] {
         Some(PeerIdentity::Tls {
-            client_certificate: Some(cert),
+            client_certificate: cert,
             ..
         }) => {
             assert_eq!(cert.common_name(), Some("alice"));

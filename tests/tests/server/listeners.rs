@@ -22,13 +22,28 @@ async fn unix_socket_is_named_by_server_id_with_mode_0600() {
     assert_eq!(entries.len(), 1);
 }
 
+/// The first `/etc/passwd` entry for `uid`.
+fn passwd_name(uid: u32) -> Option<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() > 2 && fields[2] == uid.to_string() && !fields[0].is_empty())
+            .then(|| fields[0].to_owned())
+    })
+}
+
 #[tokio::test]
 async fn unix_peer_credentials_reach_the_host() {
     let s = TestServer::unix(TestHost::new(&[]), config()).await;
     let _p = s.ready_peer().await;
     let peers = s.host.lock().peers.clone();
     match &peers[0] {
-        Some(PeerIdentity::Unix { uid, pid, .. }) => {
+        Some(PeerIdentity::Unix {
+            uid,
+            user_name,
+            pid,
+            ..
+        }) => {
             assert_eq!(
                 *uid,
                 std::fs::metadata(s.dir.path())
@@ -36,6 +51,8 @@ async fn unix_peer_credentials_reach_the_host() {
                     .unwrap()
             );
             assert_eq!(*pid, Some(i32::try_from(std::process::id()).unwrap()));
+            // The name /etc/passwd gives the uid (none if it is not listed there).
+            assert_eq!(*user_name, passwd_name(*uid));
         }
         other => panic!("expected unix credentials, got {other:?}"),
     }

@@ -38,10 +38,7 @@ async fn tls_without_client_auth_serves_requests() {
         Outcome::Value(Value::from(1))
     );
     match &s.host.lock().peers[0] {
-        Some(PeerIdentity::Tls {
-            client_certificate: None,
-            ..
-        }) => {}
+        Some(PeerIdentity::AnonymousTls { addr }) => assert!(addr.ip().is_loopback()),
         other => panic!("expected anonymous tls, got {other:?}"),
     }
 }
@@ -64,7 +61,7 @@ async fn mutual_tls_identity_reaches_the_host() {
     let peers = s.host.lock().peers.clone();
     match &peers[0] {
         Some(PeerIdentity::Tls {
-            client_certificate: Some(cert),
+            client_certificate: cert,
             addr,
         }) => {
             assert!(addr.ip().is_loopback());
