@@ -275,6 +275,54 @@ async fn an_idle_session_closes_after_the_timeout_and_reopens_on_attach_with_its
 }
 
 #[tokio::test]
+async fn an_attach_racing_the_idle_close_gets_an_open_session_never_an_error() {
+    let h = Harness::start(idle_after(IDLE)).await;
+    let client = h.client().await;
+    let dir = directory(&client).await;
+    let id = h.create(&client).await;
+    for round in 0..20 {
+        guard("detach", client.detach()).await.unwrap();
+        until(&dir, "sessions", |s| attached(s, &id) == Some(0)).await;
+        // Even rounds: the attach is on its way when the close falls due (it takes its lease
+        // first, so the old session stays). Odd rounds: the close runs first and the attach
+        // starts some scheduler turns later (it gets the reopened session). Either way: an
+        // open session, never an error.
+        let turns = round / 2;
+        let delayed = |first: bool| async move {
+            if !first {
+                for _ in 0..=turns {
+                    tokio::task::yield_now().await;
+                }
+            }
+        };
+        let attach_first = round % 2 == 0;
+        let attach = async {
+            delayed(attach_first).await;
+            client.attach(&id).await
+        };
+        let clock = async {
+            delayed(!attach_first).await;
+            jump(IDLE + Duration::from_secs(1)).await;
+        };
+        let (attached_to, ()) = tokio::join!(attach, clock);
+        let session = attached_to.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let sub = guard(
+            "subscribe",
+            session.subscribe("pi.session", ServiceMode::Singleton),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert_eq!(get(&member(&sub, "state"), "phase").as_str(), Some("idle"));
+        assert!(h.host.is_open(&id), "round {round}: attached but closed");
+        until(&dir, "sessions", |s| {
+            phase(s, &id) == "idle" && attached(s, &id) == Some(1)
+        })
+        .await;
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn a_session_with_an_attached_client_a_running_turn_or_a_running_command_is_not_closed() {
     let h = Harness::start(idle_after(IDLE)).await;
     let admin = h.client().await;
@@ -382,6 +430,16 @@ async fn an_open_over_the_open_session_limit_closes_the_least_recently_used_idle
     assert!(h.host.is_open(&second));
     assert!(h.host.is_open(&third));
     until(&dir, "sessions", |s| phase(s, &first) == "closed").await;
+
+    // Reopening a closed session makes room the same way (now `second` is the oldest idle).
+    guard("detach third", client.detach()).await.unwrap();
+    guard("re-attach first", client.attach(&first))
+        .await
+        .unwrap();
+    assert!(h.host.is_open(&first));
+    assert!(!h.host.is_open(&second));
+    assert!(h.host.is_open(&third));
+    assert_eq!(h.host.open_sessions(), 2);
     h.stop().await;
 }
 

@@ -365,3 +365,95 @@ async fn reap(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use baton_server::{Context, ServerHost, ServiceAttachment, SessionHandle};
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::models::ModelRegistry;
+    use crate::provider::scripted::ScriptedConfig;
+    use crate::service::{ServiceHost, ServiceLimits, SessionKey};
+    use crate::session::{CreateOptions, FsyncPolicy, HostConfig, SessionManager};
+
+    /// A host over one created session, with no idle reaper (the tests close by hand).
+    fn host(dir: &std::path::Path) -> (ServiceHost, String) {
+        let mut config = HostConfig::new(dir.join("sessions"));
+        config.default_cwd = dir.to_path_buf();
+        config.fsync = FsyncPolicy::Never;
+        let manager = SessionManager::new(
+            config,
+            ModelRegistry::scripted(ScriptedConfig {
+                token_delay: Duration::ZERO,
+            }),
+            Arc::new(ManualClock::new(1_748_568_000_000, 1)),
+        )
+        .unwrap();
+        let id = manager.create(CreateOptions::default()).unwrap();
+        let limits = ServiceLimits {
+            idle_timeout: None,
+            ..ServiceLimits::default()
+        };
+        (
+            ServiceHost::with_limits(Arc::new(manager), limits).unwrap(),
+            id,
+        )
+    }
+
+    #[tokio::test]
+    async fn an_attach_during_a_close_waits_for_it_and_gets_the_reopened_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let (host, id) = host(dir.path());
+        let hosted = host
+            .open_session(SessionKey(id.clone()), Context::background())
+            .await
+            .unwrap();
+        let shared = Arc::clone(&host.shared);
+        let old = shared.live_session(&id).unwrap();
+
+        // The reaper's side of a close, step by step: it holds the gate while it closes.
+        let gate = hosted.resident.gate.lock().await;
+        let attach = hosted.attach_client(Context::background());
+        tokio::pin!(attach);
+        tokio::select! {
+            biased;
+            _ = &mut attach => panic!("an attach got past a close in progress"),
+            () = tokio::task::yield_now() => {}
+        }
+        shared.close_live(&old).await;
+        assert!(!host.is_open(&id));
+        drop(gate);
+
+        let lease = attach.await.unwrap();
+        let new = shared.live_session(&id).unwrap();
+        assert!(!Arc::ptr_eq(&old, &new), "reopened, not the closed one");
+        assert!(
+            !shared.directory.is_idle(&id),
+            "attached before anyone can close it"
+        );
+        lease.release(Context::background()).await.unwrap();
+        host.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_leased_session_is_not_closed_and_closes_once_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let (host, id) = host(dir.path());
+        let hosted = host
+            .open_session(SessionKey(id.clone()), Context::background())
+            .await
+            .unwrap();
+        let shared = Arc::clone(&host.shared);
+        let lease = hosted.attach_client(Context::background()).await.unwrap();
+        assert!(!shared.close_if_idle(&id, Wait::Yes).await);
+        assert!(host.is_open(&id));
+        lease.release(Context::background()).await.unwrap();
+        assert!(shared.close_if_idle(&id, Wait::Yes).await);
+        assert!(!host.is_open(&id));
+        assert_eq!(host.open_sessions(), 0);
+        host.shutdown().await;
+    }
+}
