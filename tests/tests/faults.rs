@@ -128,7 +128,12 @@ async fn a_subscriber_that_stops_reading_costs_bounded_memory_and_others_are_una
     // 0.85.1 refuses) and converges.
     drain_updates(&mut stalled, &mut stalled_mirror).await;
     assert!(stalled_mirror.resets >= 1);
-    assert!(stalled_mirror.types.get("replaced").is_some_and(|n| *n >= 1));
+    assert!(
+        stalled_mirror
+            .types
+            .get("replaced")
+            .is_some_and(|n| *n >= 1)
+    );
     assert_eq!(stalled_mirror.types.get("reset"), None);
     assert!(stalled_mirror.updates < BUMPS);
     assert_eq!(stalled_mirror.value(), Some(&host.counter_value()));

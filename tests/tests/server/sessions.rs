@@ -183,7 +183,11 @@ async fn attachment_route_carries_the_canonical_session_id_the_host_resolved() {
     let s = TestServer::unix(TestHost::new(&["abc1", "xyz"]), config()).await;
     let mut p = s.ready_peer().await;
     let route = p.attach("abc").await;
-    assert_eq!(route.session_id, id("abc1"), "the id the host resolved, not the prefix");
+    assert_eq!(
+        route.session_id,
+        id("abc1"),
+        "the id the host resolved, not the prefix"
+    );
     assert_eq!(s.host.lock().opens["abc1"], 1);
     // Attaching again by the full id is the same attachment (no frame), and the route works.
     assert_eq!(
