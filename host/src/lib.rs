@@ -1,14 +1,15 @@
 //! # baton-host
 //!
 //! The agent runtime behind a baton server: sessions, the agent loop, tools, model providers
-//! and durable transcripts. The server and client crates know nothing about any of this; a
-//! service adapter (to come) publishes a [`session::Session`]'s state and events as chord
+//! and durable transcripts. The server and client crates know nothing about any of this; the
+//! service adapter ([`service`]) publishes a [`session::Session`]'s state and changes as chord
 //! services.
 //!
 //! ```text
 //! SessionManager ── create / open (lazy) / list / remove ──▶ <dir>/<id>.jsonl
 //!      │
-//!   Session ── prompt / steer / abort / bash / setModel ── Snapshot + SessionEvent stream
+//!   Session ── prompt / steer / abort / bash / setModel ── one transcript; changes to
+//!      │                                                 observers (service) and events
 //!      │
 //!   agent::run ── projection::prepare_context ──▶ Provider (scripted | openai)
 //!      │                                              │ ProviderEvent stream
@@ -22,7 +23,9 @@
 //! * [`agent`]: the loop and its stop-reason semantics.
 //! * [`provider`]: the provider trait, the scripted default and the OpenAI-compatible client.
 //! * [`tool`]: the tool trait, argument schemas and the coding tools.
-//! * [`session`]: JSONL persistence, resume, the live session and its published view.
+//! * [`session`]: JSONL persistence, resume, the live session: its one transcript (every
+//!   message held once, shared with the model context), its turn, its changes, and the named
+//!   limits that keep a session of any size watchable.
 //! * [`service`]: the `baton-server` host: `pi.session-management`, `pi.session-directory`,
 //!   `pi.models` and `pi.session`, with streamed text published as `a` ops.
 //! * [`clock`]: the only wall-clock read; ISO-8601 text.

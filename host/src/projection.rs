@@ -24,8 +24,10 @@
 //!
 //! The projection works on copies: the stored records are never changed, and it cannot fail.
 
+use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
@@ -90,11 +92,12 @@ pub fn bash_execution_to_text(m: &BashExecutionMessage) -> String {
     text
 }
 
-/// Per-role conversion without pairing repair.
-pub fn convert(messages: &[AgentMessage]) -> Vec<Message> {
+/// Per-role conversion without pairing repair. Takes owned or shared messages
+/// (`&[AgentMessage]`, `&[Arc<AgentMessage>]`).
+pub fn convert<M: Borrow<AgentMessage>>(messages: &[M]) -> Vec<Message> {
     messages
         .iter()
-        .filter_map(|m| match m {
+        .filter_map(|m| match m.borrow() {
             AgentMessage::User(u) => Some(Message::User(u.clone())),
             AgentMessage::Assistant(a) => Some(Message::Assistant(a.clone())),
             AgentMessage::ToolResult(r) => Some(Message::ToolResult(r.clone())),
@@ -186,22 +189,23 @@ pub fn repair(messages: Vec<Message>) -> Vec<Message> {
 }
 
 /// Conversion then repair: the whole projection, without a transform.
-pub fn project(messages: &[AgentMessage]) -> Vec<Message> {
+pub fn project<M: Borrow<AgentMessage>>(messages: &[M]) -> Vec<Message> {
     repair(convert(messages))
 }
 
 /// Runs the optional transform (falling back to `messages` on error or cancellation), then
-/// [`project`]s. Never fails.
+/// [`project`]s. Never fails. Without a transform the shared messages are projected in
+/// place; a transform works on owned copies (it may rewrite them).
 pub async fn prepare_context(
     transform: Option<&dyn ContextTransform>,
-    messages: Vec<AgentMessage>,
+    messages: Vec<Arc<AgentMessage>>,
     cancel: &CancellationToken,
 ) -> Vec<Message> {
     let Some(transform) = transform else {
         return project(&messages);
     };
-    let fallback = messages.clone();
-    match transform.transform(messages, cancel).await {
+    let fallback: Vec<AgentMessage> = messages.iter().map(|m| AgentMessage::clone(m)).collect();
+    match transform.transform(fallback.clone(), cancel).await {
         Ok(transformed) => project(&transformed),
         Err(error) => {
             tracing::warn!(%error, "context transform failed; using the untransformed transcript");
@@ -562,14 +566,16 @@ mod tests {
     #[tokio::test]
     async fn failing_transform_falls_back_to_the_untransformed_transcript() {
         let msgs = vec![user("a"), user("b")];
-        let out = prepare_context(Some(&Failing), msgs.clone(), &CancellationToken::new()).await;
+        let shared = msgs.iter().cloned().map(Arc::new).collect();
+        let out = prepare_context(Some(&Failing), shared, &CancellationToken::new()).await;
         assert_eq!(out, project(&msgs));
     }
 
     #[tokio::test]
     async fn transform_runs_before_projection() {
         let msgs = vec![user("a"), AgentMessage::BashExecution(bash(false))];
-        let out = prepare_context(Some(&KeepLast), msgs, &CancellationToken::new()).await;
+        let shared = msgs.into_iter().map(Arc::new).collect();
+        let out = prepare_context(Some(&KeepLast), shared, &CancellationToken::new()).await;
         assert_eq!(out.len(), 1);
         assert!(only_text(&out[0]).starts_with("Ran `ls -la`"));
     }

@@ -41,8 +41,9 @@ pub struct AgentConfig {
 /// The loop's view of the session: read the transcript, append settled messages, publish
 /// transient events, collect steering.
 pub trait RunContext: Send + Sync {
-    /// The runtime transcript now (a copy).
-    fn messages(&self) -> Vec<AgentMessage>;
+    /// The runtime transcript now: the messages themselves are shared, not copied, so this
+    /// costs one pointer per message however long they are.
+    fn messages(&self) -> Vec<Arc<AgentMessage>>;
     /// Appends a settled message (persisting it first where the context is durable).
     ///
     /// # Errors

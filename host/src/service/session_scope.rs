@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use baton_protocol::chord::{CatalogueEntry, SERVICE_CONTROL_ID, catalogue_to_value};
+use baton_protocol::chord::{
+    CatalogueEntry, Path, PathSegment, SERVICE_CONTROL_ID, catalogue_to_value,
+};
 use baton_protocol::{Map, Value};
 use baton_server::chord::{ControlCall, RemoteServiceError, ServiceCall, ServiceMode};
 use baton_server::{CallResult, Context, Publisher, ServiceAttachment, ServiceError};
@@ -12,7 +14,10 @@ use super::Shared;
 use super::errors::{arity, invalid, service_error, string_arg};
 use super::live::{LiveSession, MEMBER, SERVICE};
 use super::publish::{Owner, SubscriptionIds};
+use super::wire::{count_value, published_item};
 use crate::provider::{ModelRef, ThinkingLevel};
+use crate::session::{MAX_PAGE_ITEMS, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES, MAX_READ_BYTES};
+use crate::value::read_string;
 
 /// A connection's lease on a hosted session.
 #[derive(Debug)]
@@ -57,8 +62,11 @@ impl SessionLease {
                     )
                     .into());
                 }
+                let snap = self
+                    .live
+                    .subscribe(self.owner, subscription_id.clone(), publisher)
+                    .map_err(ServiceError::internal)?;
                 self.subscriptions.opened(&subscription_id);
-                let snap = self.live.subscribe(self.owner, subscription_id, publisher);
                 Ok(Some(snap.to_value()))
             }
             Some(ControlCall::Unsubscribe { subscription_id }) => {
@@ -75,16 +83,18 @@ impl SessionLease {
         let result = match member {
             "prompt" => {
                 arity(args, 1, "[text]")?;
-                let text = string_arg(args, 0, "[text]")?;
+                let text = text_arg(args, "Prompt")?;
                 self.prompt(text, ctx).await?
             }
             "steer" => {
                 arity(args, 1, "[text]")?;
                 session
-                    .steer(string_arg(args, 0, "[text]")?)
+                    .steer(text_arg(args, "Steering")?)
                     .map_err(service_error)?;
                 None
             }
+            "listItems" => Some(self.list_items(args)?),
+            "readItem" => Some(self.read_item(args)?),
             "abort" => {
                 arity(args, 0, "[]")?;
                 session.abort();
@@ -109,8 +119,8 @@ impl SessionLease {
             MEMBER => return Err(RemoteServiceError::not_a_method(SERVICE, MEMBER).into()),
             other => return Err(RemoteServiceError::unknown_member(SERVICE, other).into()),
         };
-        // Answer only once the updates describing the call's effect are on their way.
-        self.live.wait_flushed(session.event_seq()).await;
+        // The updates describing the call's effect were published as it happened (under the
+        // session lock), so they are already queued ahead of this answer.
         Ok(result)
     }
 
@@ -177,7 +187,6 @@ impl SessionLease {
         let message = outcome.message;
         if message.cancelled && ctx.cancel_requested() {
             // The server answers `cancelled` for an error once the request was cancelled.
-            self.live.wait_flushed(session.event_seq()).await;
             return Err(ServiceError::internal("bash cancelled by the client"));
         }
         let mut m = Map::new();
@@ -193,6 +202,96 @@ impl SessionLease {
         }
         Ok(Value::Map(m))
     }
+}
+
+impl SessionLease {
+    /// `listItems [start, count]`: up to `count` (at most [`MAX_PAGE_ITEMS`]) transcript
+    /// items from absolute index `start`, as published (clipped).
+    fn list_items(&self, args: &[Value]) -> Result<Value, ServiceError> {
+        const USAGE: &str = "[start, count]";
+        arity(args, 2, USAGE)?;
+        let start = index_arg(&args[0], USAGE)?;
+        let count = index_arg(&args[1], USAGE)?.min(MAX_PAGE_ITEMS);
+        self.live.session.with_view(|view| {
+            let total = view.len();
+            let start = start.min(total);
+            let end = start.saturating_add(count).min(total);
+            let items = (start..end)
+                .map(|i| {
+                    let item = view.item(i).ok_or_else(|| invalid("No such item"))?;
+                    published_item(&item, MAX_PUBLISHED_ITEM_BYTES)
+                        .map(|c| c.value)
+                        .map_err(ServiceError::internal)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut m = Map::with_capacity(3);
+            m.insert("start", count_value(start));
+            m.insert("total", count_value(total));
+            m.insert("items", Value::Array(items));
+            Ok(Value::Map(m))
+        })
+    }
+
+    /// `readItem [itemId, path, offset, length]`: bytes `offset..offset+length` (at most
+    /// [`MAX_READ_BYTES`], moved to character boundaries) of the string at `path` in the
+    /// item's full, unclipped form.
+    fn read_item(&self, args: &[Value]) -> Result<Value, ServiceError> {
+        const USAGE: &str = "[itemId, path, offset, length]";
+        arity(args, 4, USAGE)?;
+        let id = string_arg(args, 0, USAGE)?;
+        let path = path_arg(&args[1], USAGE)?;
+        let offset = index_arg(&args[2], USAGE)?;
+        let length = index_arg(&args[3], USAGE)?.min(MAX_READ_BYTES);
+        self.live.session.with_view(|view| {
+            let item = view
+                .position(id)
+                .and_then(|i| view.item(i))
+                .ok_or_else(|| invalid(format!("No transcript item {id}")))?;
+            let slice = read_string(&item, &path, offset, length)
+                .map_err(ServiceError::internal)?
+                .ok_or_else(|| invalid("The path names no text in this item"))?;
+            let mut m = Map::with_capacity(4);
+            m.insert("text", Value::from(slice.text));
+            m.insert("offset", count_value(slice.offset));
+            m.insert("end", count_value(slice.end));
+            m.insert("total", count_value(slice.total));
+            Ok(Value::Map(m))
+        })
+    }
+}
+
+/// `args[0]` as prompt or steering text within [`MAX_PROMPT_BYTES`].
+fn text_arg<'a>(args: &'a [Value], what: &str) -> Result<&'a str, ServiceError> {
+    let text = string_arg(args, 0, "[text]")?;
+    if text.len() > MAX_PROMPT_BYTES {
+        return Err(invalid(format!(
+            "{what} text is {} bytes; the limit is {MAX_PROMPT_BYTES} bytes",
+            text.len()
+        )));
+    }
+    Ok(text)
+}
+
+/// A non-negative integer argument.
+fn index_arg(value: &Value, usage: &str) -> Result<usize, ServiceError> {
+    value
+        .as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| invalid(format!("Expected arguments {usage}")))
+}
+
+/// A path argument: an array of keys and indexes, as listed under an item's `clipped`.
+fn path_arg(value: &Value, usage: &str) -> Result<Path, ServiceError> {
+    let bad = || invalid(format!("Expected arguments {usage}"));
+    value
+        .as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|s| match s {
+            Value::String(k) => Ok(PathSegment::Key(k.clone())),
+            other => other.as_u64().map(PathSegment::Index).ok_or_else(bad),
+        })
+        .collect()
 }
 
 /// Completes when the client explicitly cancels the request; never on a disconnect or a

@@ -1,21 +1,28 @@
-//! Runtime values in their published (`docs/services.md`) shapes, and the mapping from
-//! [`SessionEventKind`]s to chord ops.
+//! Runtime values in their published (`docs/services.md`) shapes, and the mapping from a
+//! session's [`Change`]s to chord ops over the published window.
 //!
-//! The mapping is direct, not a diff of successive states: every event already names the
-//! path it changes, so streamed text becomes one `a` op per delta in O(delta) (a diff of the
-//! whole state per token would cost O(state)). Only [`SessionEventKind::ItemReplaced`] — a
-//! message settling or a tool finishing, a few times per turn — is diffed, and only within
-//! the one item, so a settled reply does not resend its text.
+//! The mapping is direct, not a diff of successive states: every change names the item it
+//! touches, so streamed text becomes one `a` op per delta in O(delta) (a diff of the whole
+//! state per token would cost O(state)), and the items are read from the runtime's one
+//! transcript ([`TranscriptView`]) rather than from a copy kept here. Only an item that is
+//! replaced — a message settling or a tool finishing, a few times per turn — is diffed, and
+//! only within that item, so a settled reply does not resend its text.
+//!
+//! The published state is bounded whatever the transcript holds: it shows the last
+//! [`DEFAULT_TRANSCRIPT_WINDOW`] items (`transcriptStart`, present once older items exist,
+//! says where the window starts), and each item at most [`MAX_PUBLISHED_ITEM_BYTES`] of
+//! text (cut strings are listed under the item's `clipped`).
 
-use baton_protocol::chord::{Op, Path, PathSegment, diff};
+use baton_protocol::chord::{Op, Path, PathSegment, apply, diff};
 use baton_protocol::{Map, Value};
 
 use crate::models::ModelInfo;
 use crate::provider::ModelRef;
 use crate::session::{
-    ItemBody, Phase, SessionEventKind, SessionMeta, SessionState, TranscriptItem,
+    BodyRef, Change, DEFAULT_TRANSCRIPT_WINDOW, ItemRef, MAX_PUBLISHED_ITEM_BYTES, Phase,
+    SessionMeta, SessionState, TranscriptView,
 };
-use crate::value::{ValueError, to_protocol_value};
+use crate::value::{Clipped, ValueError, to_clipped_value, to_protocol_value};
 
 /// Why an event could not be turned into ops.
 #[derive(Debug, thiserror::Error)]
@@ -47,19 +54,40 @@ pub(crate) fn phase_text(phase: Phase) -> &'static str {
     }
 }
 
-/// One transcript item as published: the runtime view, plus `status: "complete"` on
-/// `bashExecution` records (the runtime inserts them only once the command has finished).
-pub(crate) fn item_value(item: &TranscriptItem) -> Result<Value, ValueError> {
-    let mut value = to_protocol_value(item)?;
-    if matches!(item.body, ItemBody::BashExecution(_))
-        && let Value::Map(m) = &mut value
-    {
-        m.insert("status", Value::from("complete"));
+/// One transcript item as published: the runtime view with its text cut to `budget` bytes
+/// (cut paths listed under `clipped`), plus `status: "complete"` on `bashExecution` records
+/// (the runtime inserts them only once the command has finished).
+pub(crate) fn published_item(item: &ItemRef<'_>, budget: usize) -> Result<Clipped, ValueError> {
+    let mut clipped = to_clipped_value(item, budget)?;
+    if let Value::Map(m) = &mut clipped.value {
+        if item.is_bash_execution() {
+            m.insert("status", Value::from("complete"));
+        }
+        if !clipped.cut.is_empty() {
+            m.insert(
+                "clipped",
+                Value::Array(clipped.cut.iter().map(path_value).collect()),
+            );
+        }
     }
-    Ok(value)
+    Ok(clipped)
 }
 
-/// The `pi.session` member `state`.
+/// A path as a published array of keys and indexes.
+pub(crate) fn path_value(path: &Path) -> Value {
+    Value::Array(
+        path.iter()
+            .map(|s| match s {
+                PathSegment::Key(k) => Value::from(k.as_str()),
+                PathSegment::Index(i) => Value::try_from(*i).unwrap_or(Value::Null),
+            })
+            .collect(),
+    )
+}
+
+/// The `pi.session` member `state` of a whole (unwindowed, unclipped) [`SessionState`]: the
+/// shape subscribers see for a session shorter than the window whose items are within the
+/// item limit.
 ///
 /// # Errors
 /// A transcript value the protocol cannot carry (an integer beyond ±(2^53−1)).
@@ -67,8 +95,16 @@ pub fn session_state_value(state: &SessionState) -> Result<Value, ValueError> {
     let transcript = state
         .transcript
         .iter()
-        .map(item_value)
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|item| {
+            let mut v = to_protocol_value(item)?;
+            if matches!(item.body, crate::session::ItemBody::BashExecution(_))
+                && let Value::Map(m) = &mut v
+            {
+                m.insert("status", Value::from("complete"));
+            }
+            Ok(v)
+        })
+        .collect::<Result<Vec<_>, ValueError>>()?;
     let mut m = Map::with_capacity(5);
     m.insert("phase", Value::from(phase_text(state.phase)));
     m.insert("model", Value::from(model_text(&state.model).as_str()));
@@ -120,80 +156,297 @@ fn index(i: usize) -> PathSegment {
     PathSegment::Index(u64::try_from(i).unwrap_or(u64::MAX))
 }
 
-fn transcript(state: &Value) -> Result<&Vec<Value>, MapError> {
-    state
-        .as_map()
-        .and_then(|m| m.get("transcript"))
-        .and_then(Value::as_array)
-        .ok_or(MapError::Shape("no transcript array"))
+fn u64_of(i: usize) -> u64 {
+    u64::try_from(i).unwrap_or(u64::MAX)
 }
 
-/// The ops that apply `kind` to `state` (the published value before the event).
-pub(crate) fn event_ops(kind: &SessionEventKind, state: &Value) -> Result<Vec<Op>, MapError> {
-    let set = |k: &str, value: Value| Op::Set {
-        path: vec![key(k)],
-        value,
-    };
-    Ok(match kind {
-        SessionEventKind::Phase(p) => vec![set("phase", Value::from(phase_text(*p)))],
-        SessionEventKind::Model(m) => vec![set("model", Value::from(model_text(m).as_str()))],
-        SessionEventKind::ThinkingLevel(t) => {
-            vec![set("thinkingLevel", Value::from(t.as_str()))]
-        }
-        SessionEventKind::QueuedSteer(q) => vec![set("queuedSteer", strings(q))],
-        SessionEventKind::ItemAdded { item } => vec![Op::Splice {
-            path: vec![key("transcript")],
-            index: u64::try_from(transcript(state)?.len()).unwrap_or(u64::MAX),
-            remove: 0,
-            items: vec![item_value(item)?],
-        }],
-        SessionEventKind::ItemReplaced { index: i, item } => {
-            let old = transcript(state)?
-                .get(*i)
-                .ok_or(MapError::Shape("replaced item index out of range"))?;
-            let prefix = vec![key("transcript"), index(*i)];
-            diff(old, &item_value(item)?)
-                .into_iter()
-                .map(|op| prefixed(&prefix, op))
-                .collect()
-        }
-        SessionEventKind::BlockAdded {
-            index: i,
-            content_index,
-            block,
-        } => vec![Op::Splice {
-            path: vec![key("transcript"), index(*i), key("content")],
-            index: u64::try_from(*content_index).unwrap_or(u64::MAX),
-            remove: 0,
-            items: vec![to_protocol_value(block)?],
-        }],
-        SessionEventKind::TextAppended {
-            index: i,
-            content_index,
-            delta,
-        } => append(*i, *content_index, "text", delta),
-        SessionEventKind::ThinkingAppended {
-            index: i,
-            content_index,
-            delta,
-        } => append(*i, *content_index, "thinking", delta),
-    })
+/// A count or byte offset as a published number (safe integers: exact up to 2^53 − 1).
+pub(crate) fn count_value(n: usize) -> Value {
+    Value::try_from(n).unwrap_or(Value::Null)
 }
 
-fn append(item: usize, block: usize, field: &str, delta: &str) -> Vec<Op> {
-    if delta.is_empty() {
-        return Vec::new();
+/// The published window over one session's transcript, and the one item it keeps a
+/// published copy of: the response being streamed (at most [`MAX_PUBLISHED_ITEM_BYTES`] of
+/// text), so each token maps to an `a` op without re-reading the item.
+#[derive(Debug)]
+pub(crate) struct Window {
+    /// Items shown.
+    size: usize,
+    /// Absolute index of the first item shown.
+    start: usize,
+    /// Item text budget.
+    budget: usize,
+    /// The streamed item's index and its published form.
+    streaming: Option<(usize, Clipped)>,
+}
+
+impl Window {
+    /// The window over `view` with the default limits.
+    pub(crate) fn new(view: &TranscriptView<'_>) -> Result<Self, MapError> {
+        Self::with_limits(view, DEFAULT_TRANSCRIPT_WINDOW, MAX_PUBLISHED_ITEM_BYTES)
     }
-    vec![Op::Append {
-        path: vec![
-            key("transcript"),
-            index(item),
-            key("content"),
-            index(block),
-            key(field),
-        ],
-        text: delta.to_owned(),
-    }]
+
+    /// The window over `view` showing `size` items of at most `budget` text bytes each.
+    pub(crate) fn with_limits(
+        view: &TranscriptView<'_>,
+        size: usize,
+        budget: usize,
+    ) -> Result<Self, MapError> {
+        let size = size.max(1);
+        let mut w = Self {
+            size,
+            start: view.len().saturating_sub(size),
+            budget,
+            streaming: None,
+        };
+        // A response already streaming (the session was opened mid-turn) is tracked from
+        // here on.
+        if let Some(last) = view.len().checked_sub(1)
+            && let Some(item) = view.item(last)
+            && is_streaming(&item)
+        {
+            w.streaming = Some((last, published_item(&item, budget)?));
+        }
+        Ok(w)
+    }
+
+    /// The published `state` value of `view`.
+    pub(crate) fn state_value(&self, view: &TranscriptView<'_>) -> Result<Value, MapError> {
+        let transcript = (self.start..view.len())
+            .map(|i| self.item_value(view, i))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut m = Map::with_capacity(6);
+        m.insert("phase", Value::from(phase_text(view.phase())));
+        m.insert("model", Value::from(model_text(view.model()).as_str()));
+        m.insert("thinkingLevel", Value::from(view.thinking_level().as_str()));
+        m.insert("transcript", Value::Array(transcript));
+        m.insert("queuedSteer", strings(view.queued_steer()));
+        if self.start > 0 {
+            m.insert("transcriptStart", count_value(self.start));
+        }
+        Ok(Value::Map(m))
+    }
+
+    /// Item `index` of `view` as published.
+    pub(crate) fn item_value(
+        &self,
+        view: &TranscriptView<'_>,
+        index: usize,
+    ) -> Result<Value, MapError> {
+        match &self.streaming {
+            Some((i, c)) if *i == index => Ok(c.value.clone()),
+            _ => {
+                let item = view
+                    .item(index)
+                    .ok_or(MapError::Shape("item index out of range"))?;
+                Ok(published_item(&item, self.budget)?.value)
+            }
+        }
+    }
+
+    /// The ops that apply `change` (already applied to `view`) to the published state.
+    pub(crate) fn ops(
+        &mut self,
+        change: Change<'_>,
+        view: &TranscriptView<'_>,
+    ) -> Result<Vec<Op>, MapError> {
+        let set = |k: &str, value: Value| Op::Set {
+            path: vec![key(k)],
+            value,
+        };
+        Ok(match change {
+            Change::Phase(p) => vec![set("phase", Value::from(phase_text(p)))],
+            Change::Model(m) => vec![set("model", Value::from(model_text(m).as_str()))],
+            Change::ThinkingLevel(t) => vec![set("thinkingLevel", Value::from(t.as_str()))],
+            Change::QueuedSteer(q) => vec![set("queuedSteer", strings(q))],
+            Change::ItemAdded { index: i } => self.added(view, i)?,
+            Change::ItemReplaced { index: i, old } => {
+                let before = match self.streaming.take() {
+                    Some((s, c)) if s == i => c,
+                    other => {
+                        self.streaming = other;
+                        published_item(&ItemRef::from(old), self.budget)?
+                    }
+                };
+                if i < self.start {
+                    return Ok(Vec::new());
+                }
+                let item = view
+                    .item(i)
+                    .ok_or(MapError::Shape("replaced item out of range"))?;
+                let after = published_item(&item, self.budget)?;
+                let prefix = vec![key("transcript"), index(i - self.start)];
+                diff(&before.value, &after.value)
+                    .into_iter()
+                    .map(|op| prefixed(&prefix, op))
+                    .collect()
+            }
+            Change::BlockAdded {
+                index: i,
+                content_index,
+            } => self.block_added(view, i, content_index)?,
+            Change::TextAppended {
+                index: i,
+                content_index,
+                delta,
+            } => self.appended(view, i, content_index, "text", delta)?,
+            Change::ThinkingAppended {
+                index: i,
+                content_index,
+                delta,
+            } => self.appended(view, i, content_index, "thinking", delta)?,
+        })
+    }
+
+    fn added(&mut self, view: &TranscriptView<'_>, i: usize) -> Result<Vec<Op>, MapError> {
+        let item = view
+            .item(i)
+            .ok_or(MapError::Shape("added item out of range"))?;
+        let published = published_item(&item, self.budget)?;
+        let at = i
+            .checked_sub(self.start)
+            .ok_or(MapError::Shape("added item before the window"))?;
+        let mut ops = vec![Op::Splice {
+            path: vec![key("transcript")],
+            index: u64_of(at),
+            remove: 0,
+            items: vec![published.value.clone()],
+        }];
+        if is_streaming(&item) {
+            self.streaming = Some((i, published));
+        }
+        let shown = view.len() - self.start;
+        if shown > self.size {
+            // Slide: drop the oldest items from the front.
+            let drop = shown - self.size;
+            self.start += drop;
+            ops.push(Op::Splice {
+                path: vec![key("transcript")],
+                index: 0,
+                remove: u64_of(drop),
+                items: Vec::new(),
+            });
+            ops.push(Op::Set {
+                path: vec![key("transcriptStart")],
+                value: count_value(self.start),
+            });
+            if self
+                .streaming
+                .as_ref()
+                .is_some_and(|(s, _)| *s < self.start)
+            {
+                self.streaming = None;
+            }
+        }
+        Ok(ops)
+    }
+
+    fn block_added(
+        &mut self,
+        view: &TranscriptView<'_>,
+        i: usize,
+        content_index: usize,
+    ) -> Result<Vec<Op>, MapError> {
+        if i < self.start {
+            return Ok(Vec::new());
+        }
+        let rel = i - self.start;
+        let Some((s, cached)) = &mut self.streaming else {
+            return Err(MapError::Shape("block added to an item not streaming"));
+        };
+        if *s != i {
+            return Err(MapError::Shape("block added to an item not streaming"));
+        }
+        if cached.cut.is_empty() {
+            let item = view.item(i).ok_or(MapError::Shape("item out of range"))?;
+            let BodyRef::Assistant { content, .. } = item.body else {
+                return Err(MapError::Shape("block added to a non-assistant item"));
+            };
+            let block = content
+                .get(content_index)
+                .ok_or(MapError::Shape("block index out of range"))?;
+            let left = self.budget.saturating_sub(cached.used);
+            let b = to_clipped_value(block, left)?;
+            if b.cut.is_empty() {
+                let local = Op::Splice {
+                    path: vec![key("content")],
+                    index: u64_of(content_index),
+                    remove: 0,
+                    items: vec![b.value],
+                };
+                apply(&mut cached.value, std::slice::from_ref(&local))
+                    .map_err(|_| MapError::Shape("block splice does not apply"))?;
+                cached.used += b.used;
+                return Ok(vec![prefixed(&vec![key("transcript"), index(rel)], local)]);
+            }
+        }
+        self.restream(view, i)
+    }
+
+    fn appended(
+        &mut self,
+        view: &TranscriptView<'_>,
+        i: usize,
+        content_index: usize,
+        field: &str,
+        delta: &str,
+    ) -> Result<Vec<Op>, MapError> {
+        if delta.is_empty() || i < self.start {
+            return Ok(Vec::new());
+        }
+        let rel = i - self.start;
+        let Some((s, cached)) = &mut self.streaming else {
+            return Err(MapError::Shape("text appended to an item not streaming"));
+        };
+        if *s != i {
+            return Err(MapError::Shape("text appended to an item not streaming"));
+        }
+        let local_path = vec![key("content"), index(content_index), key(field)];
+        if cached.cut.contains(&local_path) {
+            // Already cut: the budget was spent on this string, so nothing published moves.
+            return Ok(Vec::new());
+        }
+        if cached.cut.is_empty() && cached.used + delta.len() <= self.budget {
+            let local = Op::Append {
+                path: local_path,
+                text: delta.to_owned(),
+            };
+            apply(&mut cached.value, std::slice::from_ref(&local))
+                .map_err(|_| MapError::Shape("append does not apply"))?;
+            cached.used += delta.len();
+            return Ok(vec![prefixed(&vec![key("transcript"), index(rel)], local)]);
+        }
+        self.restream(view, i)
+    }
+
+    /// Re-reads the streamed item (the text crossed the budget) and diffs it against its
+    /// published form: a few times per item at most, never per token.
+    fn restream(&mut self, view: &TranscriptView<'_>, i: usize) -> Result<Vec<Op>, MapError> {
+        let item = view.item(i).ok_or(MapError::Shape("item out of range"))?;
+        let after = published_item(&item, self.budget)?;
+        let Some((_, before)) = self.streaming.replace((i, after)) else {
+            return Err(MapError::Shape("no streamed item"));
+        };
+        let after = &self.streaming.as_ref().map(|(_, c)| &c.value);
+        let Some(after) = after else {
+            return Err(MapError::Shape("no streamed item"));
+        };
+        let prefix = vec![key("transcript"), index(i - self.start)];
+        Ok(diff(&before.value, after)
+            .into_iter()
+            .map(|op| prefixed(&prefix, op))
+            .collect())
+    }
+}
+
+fn is_streaming(item: &ItemRef<'_>) -> bool {
+    matches!(
+        item.body,
+        BodyRef::Assistant {
+            status: crate::session::AssistantStatus::Streaming,
+            ..
+        }
+    )
 }
 
 /// `op` (relative to a sub-value) re-rooted at `prefix` (non-empty).
@@ -235,173 +488,152 @@ fn prefixed(prefix: &Path, op: Op) -> Op {
     }
 }
 
-/// Appends `op` to `ops`, merging it into the previous op when both append to the same
-/// string (a batch of deltas to one block becomes one `a`).
-pub(crate) fn push_coalesced(ops: &mut Vec<Op>, op: Op) {
-    if let Op::Append { path, text } = &op
-        && let Some(Op::Append {
-            path: last_path,
-            text: last_text,
-        }) = ops.last_mut()
-        && last_path == path
-    {
-        last_text.push_str(text);
-        return;
-    }
-    ops.push(op);
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::message::{AssistantContent, TextContent};
-    use crate::provider::ThinkingLevel;
-    use baton_protocol::chord::apply;
+    use std::sync::Arc;
 
-    fn state() -> SessionState {
-        SessionState {
+    use super::*;
+    use crate::message::{
+        AgentMessage, AssistantContent, AssistantMessage, StopReason, TextContent, Usage,
+        UserMessage,
+    };
+    use crate::provider::ThinkingLevel;
+    use crate::session::Transcript;
+    use crate::session::{ItemBody, TranscriptItem};
+
+    /// A transcript, the window over it, and the value a subscriber holds.
+    struct Harness {
+        t: Transcript,
+        model: ModelRef,
+        window: Window,
+        value: Value,
+        ops: Vec<Op>,
+    }
+
+    fn view<'a>(t: &'a Transcript, model: &'a ModelRef) -> TranscriptView<'a> {
+        TranscriptView {
+            transcript: t,
             phase: Phase::Idle,
-            model: ModelRef::new("scripted", "default"),
-            thinking_level: ThinkingLevel::Off,
-            transcript: Vec::new(),
-            queued_steer: Vec::new(),
+            model,
+            thinking: ThinkingLevel::Off,
+            queued_steer: &[],
         }
     }
 
-    fn item(json: &str) -> TranscriptItem {
-        serde_json::from_str(json).unwrap()
-    }
-
-    /// Applying the mapped ops to the published value gives the published value of the
-    /// reference reducer's result.
-    fn check(events: &[SessionEventKind]) -> Vec<Op> {
-        let mut reference = state();
-        let mut value = session_state_value(&reference).unwrap();
-        let mut all = Vec::new();
-        for e in events {
-            let ops = event_ops(e, &value).unwrap();
-            apply(&mut value, &ops).unwrap();
-            reference.apply(e);
-            assert_eq!(
+    impl Harness {
+        fn new(size: usize, budget: usize) -> Self {
+            let t = Transcript::default();
+            let model = ModelRef::new("scripted", "default");
+            let window = Window::with_limits(&view(&t, &model), size, budget).unwrap();
+            let value = window.state_value(&view(&t, &model)).unwrap();
+            Self {
+                t,
+                model,
+                window,
                 value,
-                session_state_value(&reference).unwrap(),
-                "after {e:?}"
-            );
-            for op in ops {
-                push_coalesced(&mut all, op);
+                ops: Vec::new(),
             }
         }
-        all
+
+        /// Maps `change` (already applied to the transcript), applies the ops to the
+        /// subscriber's value and checks it equals a fresh snapshot. Returns the ops.
+        fn check(&mut self, change: Change<'_>) -> Vec<Op> {
+            let v = view(&self.t, &self.model);
+            let ops = self.window.ops(change, &v).unwrap();
+            apply(&mut self.value, &ops).unwrap();
+            assert_eq!(
+                self.value,
+                self.window.state_value(&v).unwrap(),
+                "after {change:?}"
+            );
+            self.ops.extend(ops.iter().cloned());
+            ops
+        }
+
+        fn user(&mut self, id: &str, text: &str) -> Vec<Op> {
+            let m = Arc::new(AgentMessage::User(UserMessage::text(text, 1)));
+            let index = self.t.push_settled(id.into(), m);
+            self.check(Change::ItemAdded { index })
+        }
+
+        fn stream(&mut self, id: &str) {
+            let index = self.t.start_stream(id.into(), partial());
+            self.check(Change::ItemAdded { index });
+            let (index, p) = self.t.stream_mut().unwrap();
+            p.content.push(AssistantContent::Text(TextContent::new("")));
+            self.check(Change::BlockAdded {
+                index,
+                content_index: 0,
+            });
+        }
+
+        fn append(&mut self, delta: &str) -> Vec<Op> {
+            let (index, p) = self.t.stream_mut().unwrap();
+            if let Some(AssistantContent::Text(t)) = p.content.get_mut(0) {
+                t.text.push_str(delta);
+            }
+            self.check(Change::TextAppended {
+                index,
+                content_index: 0,
+                delta,
+            })
+        }
+
+        fn settle(&mut self, usage: Usage, stop: StopReason, error: Option<&str>) -> Vec<Op> {
+            let (_, p) = self.t.stream_mut().unwrap();
+            let mut settled = p.clone();
+            settled.usage = usage;
+            settled.stop_reason = stop;
+            settled.error_message = error.map(str::to_owned);
+            let (index, old) = self
+                .t
+                .settle_stream(Arc::new(AgentMessage::Assistant(settled)))
+                .unwrap();
+            self.check(Change::ItemReplaced { index, old: &old })
+        }
     }
 
-    const STREAMING: &str = r#"{"id":"00000003","role":"assistant","status":"streaming","content":[],"provider":"scripted","model":"default","usage":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":{"input":0.0,"output":0.0,"cacheRead":0.0,"cacheWrite":0.0,"total":0.0}},"timestamp":5}"#;
-    const SETTLED: &str = r#"{"id":"00000003","role":"assistant","status":"complete","content":[{"type":"text","text":"Hello there"}],"stopReason":"stop","provider":"scripted","model":"default","usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0.0,"output":0.0,"cacheRead":0.0,"cacheWrite":0.0,"total":0.0}},"timestamp":5}"#;
+    fn partial() -> AssistantMessage {
+        AssistantMessage {
+            content: Vec::new(),
+            api: "scripted".into(),
+            provider: "scripted".into(),
+            model: "default".into(),
+            response_model: None,
+            response_id: None,
+            usage: Usage::default(),
+            stop_reason: StopReason::Stop,
+            error_message: None,
+            raw_stop_reason: None,
+            timestamp: 5,
+        }
+    }
+
+    fn usage() -> Usage {
+        Usage {
+            input: 1,
+            output: 2,
+            total_tokens: 3,
+            ..Usage::default()
+        }
+    }
+
+    fn json(ops: &[Op]) -> Vec<String> {
+        ops.iter().map(|o| o.to_value().to_json()).collect()
+    }
 
     #[test]
     fn streamed_text_maps_to_appends_and_settling_does_not_resend_it() {
-        let events = vec![
-            SessionEventKind::Phase(Phase::Turn),
-            SessionEventKind::ItemAdded {
-                item: item(STREAMING),
-            },
-            SessionEventKind::BlockAdded {
-                index: 0,
-                content_index: 0,
-                block: AssistantContent::Text(TextContent::new("")),
-            },
-            SessionEventKind::TextAppended {
-                index: 0,
-                content_index: 0,
-                delta: "Hello ".into(),
-            },
-            SessionEventKind::TextAppended {
-                index: 0,
-                content_index: 0,
-                delta: "there".into(),
-            },
-            SessionEventKind::ItemReplaced {
-                index: 0,
-                item: item(SETTLED),
-            },
-            SessionEventKind::Phase(Phase::Idle),
-        ];
-        let ops = check(&events);
-        let appends: Vec<_> = ops
-            .iter()
-            .filter_map(|op| match op {
-                Op::Append { path, text } => Some((path.clone(), text.clone())),
-                _ => None,
-            })
-            .collect();
-        // The two deltas were coalesced into one append on the text path.
+        let mut h = Harness::new(128, 1 << 16);
+        h.stream("00000003");
         assert_eq!(
-            appends,
-            vec![(
-                vec![
-                    key("transcript"),
-                    index(0),
-                    key("content"),
-                    index(0),
-                    key("text")
-                ],
-                "Hello there".to_owned()
-            )]
+            json(&h.append("Hello ")),
+            [r#"["a",["transcript",0,"content",0,"text"],"Hello "]"#]
         );
+        h.append("there");
         // Settling changed status, stopReason and usage, never the text.
-        for op in &ops {
-            if let Op::Set { path, value } = op {
-                assert!(
-                    !path.contains(&key("content")),
-                    "content re-sent: {path:?} = {value:?}"
-                );
-            }
-        }
-    }
-
-    /// The ops of the last event of `events`, as JSON texts, after the others were applied.
-    fn last_event_ops(events: &[SessionEventKind]) -> Vec<String> {
-        let (last, before) = events.split_last().unwrap();
-        let mut reference = state();
-        for e in before {
-            reference.apply(e);
-        }
-        let value = session_state_value(&reference).unwrap();
-        check(events);
-        event_ops(last, &value)
-            .unwrap()
-            .iter()
-            .map(|o| o.to_value().to_json())
-            .collect()
-    }
-
-    fn streamed(settled: &str) -> Vec<SessionEventKind> {
-        vec![
-            SessionEventKind::ItemAdded {
-                item: item(STREAMING),
-            },
-            SessionEventKind::BlockAdded {
-                index: 0,
-                content_index: 0,
-                block: AssistantContent::Text(TextContent::new("")),
-            },
-            SessionEventKind::TextAppended {
-                index: 0,
-                content_index: 0,
-                delta: "Hello there".into(),
-            },
-            SessionEventKind::ItemReplaced {
-                index: 0,
-                item: item(settled),
-            },
-        ]
-    }
-
-    #[test]
-    fn settling_an_assistant_item_sets_only_the_fields_that_changed() {
-        // No `d` and no re-sent `provider`, `model` or `timestamp`: the settled fields are
-        // new keys at the end, and `usage` changes only where its counts did.
         assert_eq!(
-            last_event_ops(&streamed(SETTLED)),
+            json(&h.settle(usage(), StopReason::Stop, None)),
             [
                 r#"["s",["transcript",0,"status"],"complete"]"#,
                 r#"["s",["transcript",0,"usage","input"],1]"#,
@@ -410,14 +642,15 @@ mod tests {
                 r#"["s",["transcript",0,"stopReason"],"stop"]"#,
             ]
         );
-        let failed = SETTLED
-            .replace(r#""status":"complete""#, r#""status":"error""#)
-            .replace(
-                r#""stopReason":"stop""#,
-                r#""stopReason":"error","errorMessage":"boom""#,
-            );
+    }
+
+    #[test]
+    fn a_failed_response_sets_its_error_last() {
+        let mut h = Harness::new(128, 1 << 16);
+        h.stream("00000003");
+        h.append("Hello there");
         assert_eq!(
-            last_event_ops(&streamed(&failed)),
+            json(&h.settle(usage(), StopReason::Error, Some("boom"))),
             [
                 r#"["s",["transcript",0,"status"],"error"]"#,
                 r#"["s",["transcript",0,"usage","input"],1]"#,
@@ -430,39 +663,93 @@ mod tests {
     }
 
     #[test]
-    fn finishing_a_tool_item_sets_only_the_fields_that_changed() {
-        let running = r#"{"id":"00000004","role":"tool","status":"running","toolCallId":"c1","toolName":"bash","arguments":{"command":"ls"},"content":[],"isError":false,"timestamp":6}"#;
-        let finished = r#"{"id":"00000004","role":"tool","status":"complete","toolCallId":"c1","toolName":"bash","arguments":{"command":"ls"},"content":[{"type":"text","text":"a"}],"isError":false,"timestamp":6,"details":{"exitCode":0}}"#;
-        let ops = last_event_ops(&[
-            SessionEventKind::ItemAdded {
-                item: item(running),
-            },
-            SessionEventKind::ItemReplaced {
-                index: 0,
-                item: item(finished),
-            },
-        ]);
+    fn the_window_slides_with_splices_and_says_where_it_starts() {
+        let mut h = Harness::new(3, 1 << 16);
+        for i in 0..3 {
+            h.user(&format!("u{i}"), "hi");
+        }
+        assert!(h.value.as_map().unwrap().get("transcriptStart").is_none());
+        let ops = h.user("u3", "hi");
         assert_eq!(
-            ops,
+            json(&ops)[1..],
             [
-                r#"["s",["transcript",0,"status"],"complete"]"#,
-                r#"["s",["transcript",0,"content"],[{"type":"text","text":"a"}]]"#,
-                r#"["s",["transcript",0,"details"],{"exitCode":0}]"#,
+                r#"["p",["transcript"],0,1,[]]"#.to_owned(),
+                r#"["s",["transcriptStart"],1]"#.to_owned(),
             ]
+        );
+        h.user("u4", "hi");
+        let transcript = h.value.as_map().unwrap().get("transcript").unwrap();
+        assert_eq!(transcript.as_array().unwrap().len(), 3);
+        // Streaming into a slid window addresses the item by its window position.
+        h.stream("a5");
+        assert_eq!(
+            json(&h.append("x")),
+            [r#"["a",["transcript",2,"content",0,"text"],"x"]"#]
         );
     }
 
     #[test]
-    fn settings_and_steering_map_to_sets() {
-        let ops = check(&[
-            SessionEventKind::Model(ModelRef::new("openai", "m/x")),
-            SessionEventKind::ThinkingLevel(ThinkingLevel::High),
-            SessionEventKind::QueuedSteer(vec!["go on".into()]),
-        ]);
+    fn a_long_reply_is_published_cut_at_the_item_budget_and_then_stops_moving() {
+        let mut h = Harness::new(128, 1000);
+        h.stream("00000003");
+        let mut quiet = 0;
+        for _ in 0..300 {
+            if h.append("0123456789").is_empty() {
+                quiet += 1;
+            }
+        }
+        let item = &h
+            .value
+            .as_map()
+            .unwrap()
+            .get("transcript")
+            .unwrap()
+            .as_array()
+            .unwrap()[0];
+        let text = item
+            .as_map()
+            .unwrap()
+            .get("content")
+            .unwrap()
+            .as_array()
+            .unwrap()[0]
+            .as_map()
+            .unwrap()
+            .get("text")
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .len();
+        assert!(text < 1000, "published {text} bytes");
         assert_eq!(
-            ops.iter()
-                .map(|o| o.to_value().to_json())
-                .collect::<Vec<_>>(),
+            item.as_map()
+                .unwrap()
+                .get("clipped")
+                .map(Value::to_json)
+                .as_deref(),
+            Some(r#"[["content",0,"text"]]"#)
+        );
+        // Once cut, further tokens publish nothing.
+        assert!(quiet > 200, "{quiet} quiet tokens");
+        h.settle(usage(), StopReason::Stop, None);
+    }
+
+    #[test]
+    fn settings_and_steering_map_to_sets() {
+        let mut h = Harness::new(128, 1 << 16);
+        let m = ModelRef::new("openai", "m/x");
+        let steer = vec!["go on".to_owned()];
+        let v = view(&h.t, &h.model);
+        let ops: Vec<String> = [
+            Change::Model(&m),
+            Change::ThinkingLevel(ThinkingLevel::High),
+            Change::QueuedSteer(&steer),
+        ]
+        .into_iter()
+        .flat_map(|c| json(&h.window.ops(c, &v).unwrap()))
+        .collect();
+        assert_eq!(
+            ops,
             vec![
                 r#"["s",["model"],"openai/m/x"]"#,
                 r#"["s",["thinkingLevel"],"high"]"#,
@@ -473,29 +760,34 @@ mod tests {
 
     #[test]
     fn bash_records_are_published_complete() {
-        let bash = item(
+        let bash: TranscriptItem = serde_json::from_str(
             r#"{"id":"00000009","role":"bashExecution","command":"ls","output":"a","exitCode":0,"cancelled":false,"truncated":false,"timestamp":1}"#,
-        );
-        let v = item_value(&bash).unwrap();
+        )
+        .unwrap();
+        assert!(matches!(bash.body, ItemBody::BashExecution(_)));
+        let v = published_item(&ItemRef::from(&bash), 1 << 16)
+            .unwrap()
+            .value;
         assert_eq!(
             v.as_map().unwrap().get("status").and_then(Value::as_str),
             Some("complete")
         );
-        check(&[SessionEventKind::ItemAdded { item: bash }]);
     }
 
     #[test]
-    fn events_that_do_not_fit_are_reported() {
-        let value = session_state_value(&state()).unwrap();
-        let err = event_ops(
-            &SessionEventKind::ItemReplaced {
-                index: 3,
-                item: item(SETTLED),
-            },
-            &value,
-        )
-        .unwrap_err();
-        assert!(matches!(err, MapError::Shape(_)));
+    fn borrowed_items_serialise_like_owned_ones() {
+        for json in [
+            r#"{"id":"1","role":"user","content":[{"type":"text","text":"hi"}],"timestamp":1}"#,
+            r#"{"id":"2","role":"assistant","status":"complete","content":[{"type":"text","text":"a"}],"provider":"p","model":"m","usage":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":{"input":0.0,"output":0.0,"cacheRead":0.0,"cacheWrite":0.0,"total":0.0}},"timestamp":5,"stopReason":"stop"}"#,
+            r#"{"id":"4","role":"tool","status":"complete","toolCallId":"c1","toolName":"bash","arguments":{"command":"ls"},"content":[{"type":"text","text":"a"}],"isError":false,"timestamp":6,"details":{"exitCode":0}}"#,
+            r#"{"id":"9","role":"bashExecution","command":"ls","output":"a","exitCode":0,"cancelled":false,"truncated":false,"timestamp":1}"#,
+        ] {
+            let item: TranscriptItem = serde_json::from_str(json).unwrap();
+            assert_eq!(
+                to_protocol_value(&ItemRef::from(&item)).unwrap(),
+                to_protocol_value(&item).unwrap()
+            );
+        }
     }
 
     #[test]

@@ -1,27 +1,43 @@
 //! Durable sessions: the JSONL entry tree, rebuilding on open, and the live runtime.
 
+mod commands;
 mod dir;
 mod entry;
 mod error;
+mod events;
 mod file;
+mod limits;
 mod manager;
 mod runtime;
+mod transcript;
 mod tree;
+mod turn;
 mod view;
 
+pub use commands::BashOutcome;
 pub use dir::{DIR_MODE, DurableHandle, FILE_MODE, FsyncPolicy, LOCK_FILE, SessionsDir};
 pub use entry::{EntryKind, FORMAT_VERSION, SessionEntry, SessionHeader};
 pub use error::{SessionError, StoreError};
+pub use events::{Change, ObserverId, SessionObserver};
 pub use file::{Loaded, SessionFile};
 // The pure reader behind `SessionFile::open`, for `crate::fuzzing`.
 pub(crate) use file::parse as parse_file;
+pub use limits::{
+    DEFAULT_TRANSCRIPT_WINDOW, MAX_PAGE_ITEMS, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES,
+    MAX_READ_BYTES,
+};
 pub use manager::{CreateOptions, HostConfig, SessionManager};
 pub use runtime::{
-    BashOutcome, DEFAULT_EVENT_CAPACITY, MAX_QUEUED_STEER, MAX_RUNNING_COMMANDS, PromptOutcome,
-    RunHandle, Session, SessionConfig, SessionMeta,
+    DEFAULT_EVENT_CAPACITY, MAX_QUEUED_STEER, MAX_RUNNING_COMMANDS, Session, SessionConfig,
+    SessionMeta,
 };
+pub use transcript::TranscriptView;
+// The transcript itself, for the service's mapping tests.
+#[cfg(test)]
+pub(crate) use transcript::Transcript;
 pub use tree::{Rebuilt, active_path, rebuild};
+pub use turn::{PromptOutcome, RunHandle};
 pub use view::{
-    AssistantStatus, ItemBody, Phase, SessionEvent, SessionEventKind, SessionState, Snapshot,
-    ToolStatus, TranscriptItem,
+    AssistantStatus, BodyRef, ItemBody, ItemRef, Phase, SessionEvent, SessionEventKind,
+    SessionState, Snapshot, ToolStatus, TranscriptItem,
 };

@@ -1,10 +1,13 @@
-//! A live session: its transcript, its turn, its subscribers.
+//! A live session: its state, its persistence and its settings. The transcript itself is
+//! [`super::transcript`], the turn [`super::turn`], user commands [`super::commands`], and
+//! change delivery [`super::events`].
 //!
 //! All mutable state sits behind one `std::sync::Mutex` that is never held across an
 //! `.await`. Every change happens under that lock together with its persistence (for settled
-//! messages) and the publication of its numbered [`SessionEvent`], so a subscriber that takes
-//! a [`Snapshot`] and then applies the events with a greater `seq` always sees exactly the
-//! session's state.
+//! messages) and the delivery of its numbered change, so a subscriber that takes a
+//! [`Snapshot`] and then applies the events with a greater `seq` always sees exactly the
+//! session's state, and an observer registered with [`Session::observe`] sees every change
+//! after the view it started from.
 //!
 //! Turn rules:
 //! * [`Session::start_prompt`] while a turn runs fails with [`SessionError::Busy`] — prompts
@@ -18,32 +21,28 @@
 //!   at once when idle, otherwise after the turn settles, so a tool call and its result are
 //!   never split.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use baton_protocol::{Map, Value};
 use serde::{Deserialize, Serialize};
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::Instrument;
 
 use super::entry::EntryKind;
 use super::error::{SessionError, StoreError};
+use super::events::{Change, ObserverId, Outlets, SessionObserver};
 use super::file::SessionFile;
+use super::transcript::{Transcript, TranscriptView};
 use super::tree::Rebuilt;
-use super::view::{
-    ItemBody, Phase, SessionEvent, SessionEventKind, SessionState, Snapshot, TranscriptItem,
-};
-use crate::agent::{self, AgentConfig, LoopEvent, RunContext, RunOutcome, ToolExecution};
+use super::view::{Phase, SessionEvent, Snapshot};
+use crate::agent::ToolExecution;
 use crate::clock::Clock;
-use crate::message::{AgentMessage, AssistantContent, BashExecutionMessage, UserMessage};
+use crate::message::{AgentMessage, BashExecutionMessage};
 use crate::models::ModelRegistry;
 use crate::projection::ContextTransform;
-use crate::provider::{ModelRef, StreamUpdate, ThinkingLevel};
-use crate::spawn::spawn_tracked;
-use crate::tool::{BashConfig, ToolSet, run_bash};
+use crate::provider::{ModelRef, ThinkingLevel};
+use crate::tool::{BashConfig, ToolSet};
 
 /// Default capacity of a session's event channel (a subscriber that falls further behind
 /// gets `Lagged` and must take a fresh snapshot).
@@ -102,86 +101,79 @@ pub struct SessionMeta {
     pub model: ModelRef,
 }
 
-/// How a prompt's run ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PromptOutcome {
-    /// The loop's outcome.
-    pub run: RunOutcome,
-    /// Steering texts still queued when the run ended (after an abort, an error or a
-    /// terminating tool batch); they were not delivered.
-    pub dropped_steering: Vec<String>,
-}
-
-/// What a user command did.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BashOutcome {
-    /// The record.
-    pub message: BashExecutionMessage,
-    /// True when a turn was running, so the record is inserted when it settles.
-    pub deferred: bool,
-}
-
-/// A started prompt; await [`RunHandle::wait`] for its outcome. Dropping the handle does not
-/// stop the turn (use [`Session::abort`]).
-#[derive(Debug)]
-pub struct RunHandle {
-    rx: oneshot::Receiver<Result<PromptOutcome, SessionError>>,
-}
-
-impl RunHandle {
-    /// Waits until the turn settles.
-    ///
-    /// # Errors
-    /// [`SessionError::Run`] if persisting failed mid-run; [`SessionError::Closed`] if the
-    /// session shut down before reporting.
-    pub async fn wait(self) -> Result<PromptOutcome, SessionError> {
-        self.rx.await.unwrap_or(Err(SessionError::Closed))
-    }
-}
-
 /// A live session. Cheap to clone; all clones are the same session.
 #[derive(Debug, Clone)]
 pub struct Session {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-struct Inner {
-    id: String,
-    cwd: PathBuf,
-    artifacts_dir: PathBuf,
-    created_at: String,
-    config: SessionConfig,
-    tools: ToolSet,
-    models: Arc<ModelRegistry>,
-    clock: Arc<dyn Clock>,
-    tracker: TaskTracker,
-    shutdown: CancellationToken,
-    events: broadcast::Sender<SessionEvent>,
-    phase: watch::Sender<Phase>,
+pub(super) struct Inner {
+    pub(super) id: String,
+    pub(super) cwd: PathBuf,
+    pub(super) artifacts_dir: PathBuf,
+    pub(super) created_at: String,
+    pub(super) config: SessionConfig,
+    pub(super) tools: ToolSet,
+    pub(super) models: Arc<ModelRegistry>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) tracker: TaskTracker,
+    pub(super) shutdown: CancellationToken,
+    pub(super) phase: watch::Sender<Phase>,
     state: Mutex<State>,
 }
 
+/// What subscribers see: the transcript and the settings shown with it.
 #[derive(Debug)]
-struct State {
-    phase: Phase,
-    model: ModelRef,
-    thinking: ThinkingLevel,
-    name: Option<String>,
-    items: Vec<TranscriptItem>,
-    messages: Vec<AgentMessage>,
-    leaf: Option<String>,
-    updated_at: String,
-    file: SessionFile,
-    seq: u64,
-    queued_steer: Vec<String>,
-    accepting_steer: bool,
-    pending_bash: Vec<BashExecutionMessage>,
-    abort: CancellationToken,
-    streaming: Option<usize>,
-    running_tools: HashMap<String, usize>,
-    bash_counter: u64,
-    running_commands: usize,
+pub(super) struct Doc {
+    pub(super) transcript: Transcript,
+    pub(super) phase: Phase,
+    pub(super) model: ModelRef,
+    pub(super) thinking: ThinkingLevel,
+    pub(super) queued_steer: Vec<String>,
+}
+
+impl Doc {
+    pub(super) fn view(&self) -> TranscriptView<'_> {
+        TranscriptView {
+            transcript: &self.transcript,
+            phase: self.phase,
+            model: &self.model,
+            thinking: self.thinking,
+            queued_steer: &self.queued_steer,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct State {
+    pub(super) doc: Doc,
+    pub(super) outlets: Outlets,
+    pub(super) name: Option<String>,
+    pub(super) leaf: Option<String>,
+    pub(super) updated_at: String,
+    pub(super) file: SessionFile,
+    pub(super) accepting_steer: bool,
+    pub(super) pending_bash: Vec<BashExecutionMessage>,
+    pub(super) abort: CancellationToken,
+    pub(super) bash_counter: u64,
+    pub(super) running_commands: usize,
+}
+
+impl State {
+    /// Delivers the change `f` describes (from the state as it is now).
+    pub(super) fn emit<'c>(&'c mut self, f: impl FnOnce(&'c Doc) -> Change<'c>) {
+        let doc: &'c Doc = &self.doc;
+        let change = f(doc);
+        self.outlets.emit(change, &doc.view());
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            seq: self.outlets.seq(),
+            state: self.doc.view().to_state(),
+        }
+    }
 }
 
 /// Everything needed to bring a session up.
@@ -203,41 +195,24 @@ pub(crate) struct SessionParts {
 
 impl Session {
     pub(crate) fn start(parts: SessionParts) -> Self {
-        let mut items = Vec::new();
-        let mut messages = Vec::new();
-        let mut args: HashMap<String, Value> = HashMap::new();
-        for (id, m) in parts.rebuilt.messages {
-            if let AgentMessage::Assistant(a) = &m {
-                for c in a.tool_calls() {
-                    args.insert(c.id.clone(), c.arguments.clone());
-                }
-            }
-            let body = ItemBody::settled(&m, |call_id| {
-                args.get(call_id).cloned().unwrap_or(Value::Map(Map::new()))
-            });
-            items.push(TranscriptItem { id, body });
-            messages.push(m);
-        }
         let tools = ToolSet::coding(parts.config.bash.clone());
-        let (events, _) = broadcast::channel(parts.config.event_capacity.max(1));
         let abort = parts.shutdown.child_token();
         let state = State {
-            phase: Phase::Idle,
-            model: parts.rebuilt.model.unwrap_or(parts.default_model),
-            thinking: parts.rebuilt.thinking.unwrap_or_default(),
+            doc: Doc {
+                transcript: Transcript::from_messages(parts.rebuilt.messages),
+                phase: Phase::Idle,
+                model: parts.rebuilt.model.unwrap_or(parts.default_model),
+                thinking: parts.rebuilt.thinking.unwrap_or_default(),
+                queued_steer: Vec::new(),
+            },
+            outlets: Outlets::new(parts.config.event_capacity),
             name: parts.rebuilt.name,
-            items,
-            messages,
             leaf: parts.rebuilt.leaf,
             updated_at: parts.updated_at,
             file: parts.file,
-            seq: 0,
-            queued_steer: Vec::new(),
             accepting_steer: false,
             pending_bash: Vec::new(),
             abort,
-            streaming: None,
-            running_tools: HashMap::new(),
             bash_counter: 0,
             running_commands: 0,
         };
@@ -253,7 +228,6 @@ impl Session {
                 clock: parts.clock,
                 tracker: TaskTracker::new(),
                 shutdown: parts.shutdown,
-                events,
                 phase: watch::Sender::new(Phase::Idle),
                 state: Mutex::new(state),
             }),
@@ -270,27 +244,69 @@ impl Session {
         &self.inner.cwd
     }
 
-    /// The current state and its sequence number.
+    /// The current state and its sequence number. This copies every transcript item; to
+    /// read a long transcript, use [`Session::with_view`].
     pub fn snapshot(&self) -> Snapshot {
         self.inner.lock().snapshot()
     }
 
     /// A snapshot and a receiver of every later event, atomically (no event is missed or
-    /// duplicated). On `RecvError::Lagged` take a new subscription.
+    /// duplicated). On `RecvError::Lagged` take a new subscription. The snapshot copies the
+    /// whole transcript; [`Session::observe`] does not.
     pub fn subscribe(&self) -> (Snapshot, broadcast::Receiver<SessionEvent>) {
         let st = self.inner.lock();
-        (st.snapshot(), self.inner.events.subscribe())
+        (st.snapshot(), st.outlets.subscribe())
+    }
+
+    /// Registers the observer `make` builds from the current state for every later change,
+    /// atomically (the observer sees exactly the changes after the view it was built from).
+    /// `make` and the observer run under the session lock: neither may call the session.
+    ///
+    /// # Errors
+    /// What `make` returns; nothing is registered then.
+    pub fn observe<O: SessionObserver + 'static, E>(
+        &self,
+        make: impl FnOnce(&TranscriptView<'_>, u64) -> Result<Arc<O>, E>,
+    ) -> Result<(ObserverId, Arc<O>), E> {
+        let mut st = self.inner.lock();
+        let observer = make(&st.doc.view(), st.outlets.seq())?;
+        let id = st
+            .outlets
+            .add(Arc::clone(&observer) as Arc<dyn SessionObserver>);
+        Ok((id, observer))
+    }
+
+    /// Stops telling `id` about changes.
+    pub fn unobserve(&self, id: ObserverId) {
+        self.inner.lock().outlets.remove(id);
+    }
+
+    /// Runs `f` on the current state under the session lock (items are borrowed, not
+    /// copied). `f` must not call the session.
+    pub fn with_view<R>(&self, f: impl FnOnce(&TranscriptView<'_>) -> R) -> R {
+        let st = self.inner.lock();
+        f(&st.doc.view())
     }
 
     /// The sequence number of the last published [`SessionEvent`] (what
     /// [`Session::snapshot`] would report, without copying the state).
     pub fn event_seq(&self) -> u64 {
-        self.inner.lock().seq
+        self.inner.lock().outlets.seq()
     }
 
-    /// The runtime transcript (settled messages only).
+    /// The runtime transcript (settled messages only; a deep copy).
     pub fn messages(&self) -> Vec<AgentMessage> {
-        self.inner.lock().messages.clone()
+        self.inner.lock().doc.transcript.context_owned()
+    }
+
+    /// Number of transcript items.
+    pub fn len(&self) -> usize {
+        self.inner.lock().doc.transcript.len()
+    }
+
+    /// True when the transcript has no items.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Directory metadata.
@@ -302,201 +318,33 @@ impl Session {
             cwd: self.inner.cwd.display().to_string(),
             created_at: self.inner.created_at.clone(),
             updated_at: st.updated_at.clone(),
-            phase: st.phase,
-            model: st.model.clone(),
+            phase: st.doc.phase,
+            model: st.doc.model.clone(),
         }
     }
 
-    /// Starts a turn with `text`; returns at once.
+    /// Appends `messages` as settled history, persisted as one entry each, without running
+    /// the model and without delivering changes: a way to give a session a long history
+    /// quickly (fixtures, benchmarks, imports). Observers and subscribers registered before
+    /// the call do not see these items; register after it.
     ///
     /// # Errors
-    /// [`SessionError::Busy`] while a turn runs; [`SessionError::UnknownModel`] if the
-    /// session's model is no longer offered; [`SessionError::Closed`] after shutdown.
-    pub fn start_prompt(&self, text: impl Into<String>) -> Result<RunHandle, SessionError> {
-        let inner = &self.inner;
-        let now = inner.clock.now_ms();
-        let (config, cancel) = {
-            let mut st = inner.lock();
-            if inner.shutdown.is_cancelled() {
-                return Err(SessionError::Closed);
-            }
-            if st.phase != Phase::Idle {
-                return Err(SessionError::Busy);
-            }
-            let provider = inner
-                .models
-                .resolve(&st.model)
-                .ok_or_else(|| SessionError::UnknownModel(st.model.to_string()))?;
-            let config = AgentConfig {
-                provider,
-                model: st.model.id.clone(),
-                system_prompt: inner.config.system_prompt.clone(),
-                thinking: st.thinking,
-                tools: inner.tools.clone(),
-                transform: inner.config.transform.clone(),
-                tool_execution: inner.config.tool_execution,
-                cwd: inner.cwd.clone(),
-                artifacts_dir: inner.artifacts_dir.clone(),
-            };
-            st.phase = Phase::Turn;
-            st.accepting_steer = true;
-            inner.publish(&mut st, SessionEventKind::Phase(Phase::Turn));
-            inner.phase.send_replace(Phase::Turn);
-            (config, st.abort.child_token())
-        };
-        let (tx, rx) = oneshot::channel();
-        let task_inner = Arc::clone(inner);
-        let prompt = AgentMessage::User(UserMessage::text(text, now));
-        let span = tracing::info_span!("turn", session_id = %inner.id);
-        let task = async move {
-            let ctx = RunCtx {
-                inner: Arc::clone(&task_inner),
-            };
-            let result =
-                agent::run(&config, &ctx, vec![prompt], &cancel, &task_inner.tracker).await;
-            if let Err(error) = &result {
-                tracing::error!(%error, "turn stopped: a settled message could not be persisted");
-            }
-            let dropped_steering = task_inner.finish_run();
-            let _ = tx.send(
-                result
-                    .map(|run| PromptOutcome {
-                        run,
-                        dropped_steering,
-                    })
-                    .map_err(SessionError::from),
-            );
-        };
-        drop(spawn_tracked(&inner.tracker, task.instrument(span)));
-        Ok(RunHandle { rx })
-    }
-
-    /// Runs a turn with `text` and waits until it settles.
-    ///
-    /// # Errors
-    /// As [`Session::start_prompt`] and [`RunHandle::wait`].
-    pub async fn prompt(&self, text: impl Into<String>) -> Result<PromptOutcome, SessionError> {
-        self.start_prompt(text)?.wait().await
-    }
-
-    /// Queues steering text for the next turn boundary of the running turn.
-    ///
-    /// # Errors
-    /// [`SessionError::NotRunning`] when no turn will read it.
-    pub fn steer(&self, text: impl Into<String>) -> Result<(), SessionError> {
+    /// [`SessionError::Busy`] while a turn runs; [`SessionError::Store`].
+    pub fn import_history(
+        &self,
+        messages: impl IntoIterator<Item = AgentMessage>,
+    ) -> Result<(), SessionError> {
         let mut st = self.inner.lock();
-        if st.phase != Phase::Turn || !st.accepting_steer {
-            return Err(SessionError::NotRunning);
+        if st.doc.phase != Phase::Idle {
+            return Err(SessionError::Busy);
         }
-        if st.queued_steer.len() >= MAX_QUEUED_STEER {
-            return Err(SessionError::SteerQueueFull);
+        let st = &mut *st;
+        for message in messages {
+            let id = st.file.allocate_id();
+            self.inner.persist_message(st, id.clone(), &message)?;
+            st.doc.transcript.push_settled(id, Arc::new(message));
         }
-        st.queued_steer.push(text.into());
-        let q = st.queued_steer.clone();
-        self.inner
-            .publish(&mut st, SessionEventKind::QueuedSteer(q));
         Ok(())
-    }
-
-    /// Aborts the running turn and user commands. Returns whether a turn was running.
-    pub fn abort(&self) -> bool {
-        let mut st = self.inner.lock();
-        st.abort.cancel();
-        st.abort = self.inner.shutdown.child_token();
-        st.phase == Phase::Turn
-    }
-
-    /// Runs a user `!command` (`exclude_from_context` for `!!command`).
-    ///
-    /// # Errors
-    /// [`SessionError::Bash`] if the shell could not start; [`SessionError::Store`] if the
-    /// record could not be persisted; [`SessionError::Closed`] after shutdown.
-    pub async fn bash(
-        &self,
-        command: &str,
-        exclude_from_context: bool,
-    ) -> Result<BashOutcome, SessionError> {
-        self.bash_until(command, exclude_from_context, std::future::pending())
-            .await
-    }
-
-    /// [`Session::bash`], also cancelled when `stop` completes: the command's process group
-    /// is killed, as [`Session::abort`] would, and the record says `cancelled`.
-    ///
-    /// # Errors
-    /// As [`Session::bash`].
-    pub async fn bash_until(
-        &self,
-        command: &str,
-        exclude_from_context: bool,
-        stop: impl Future<Output = ()> + Send,
-    ) -> Result<BashOutcome, SessionError> {
-        let inner = &self.inner;
-        let started = inner.clock.now_ms();
-        let (cancel, name) = {
-            let mut st = inner.lock();
-            if inner.shutdown.is_cancelled() {
-                return Err(SessionError::Closed);
-            }
-            if st.running_commands >= MAX_RUNNING_COMMANDS {
-                return Err(SessionError::TooManyCommands);
-            }
-            st.running_commands += 1;
-            st.bash_counter += 1;
-            (
-                st.abort.child_token(),
-                format!("user-bash-{started}-{}", st.bash_counter),
-            )
-        };
-        // Releases the slot however this future ends (completion, error or drop).
-        let _slot = CommandSlot {
-            inner: Arc::clone(inner),
-        };
-        let config = &inner.config.bash;
-        let run = run_bash(
-            config,
-            command,
-            &inner.cwd,
-            config.default_timeout,
-            &inner.artifacts_dir,
-            &name,
-            &cancel,
-        )
-        .instrument(tracing::info_span!("bash", session_id = %inner.id));
-        tokio::pin!(run, stop);
-        // Once `stop` fires, the same run goes on until it has killed the command and
-        // collected its output, so the record is written either way.
-        let run = tokio::select! {
-            biased;
-            run = &mut run => run,
-            () = &mut stop => {
-                cancel.cancel();
-                run.await
-            }
-        }
-        .map_err(SessionError::Bash)?;
-        let mut output = run.output;
-        if run.timed_out {
-            output.push_str("\n\n(command timed out)");
-        }
-        let message = BashExecutionMessage {
-            command: command.to_owned(),
-            output,
-            exit_code: run.exit_code,
-            cancelled: run.cancelled || run.timed_out,
-            truncated: run.truncated,
-            full_output_path: run.full_output_path.map(|p| p.display().to_string()),
-            timestamp: started,
-            exclude_from_context,
-        };
-        let mut st = inner.lock();
-        let deferred = st.phase != Phase::Idle;
-        if deferred {
-            st.pending_bash.push(message.clone());
-        } else {
-            inner.append_new(&mut st, AgentMessage::BashExecution(message.clone()))?;
-        }
-        Ok(BashOutcome { message, deferred })
     }
 
     /// Switches model (recorded as a `model_change` entry).
@@ -508,13 +356,13 @@ impl Session {
             return Err(SessionError::UnknownModel(model.to_string()));
         }
         let mut st = self.inner.lock();
-        if st.phase != Phase::Idle {
+        if st.doc.phase != Phase::Idle {
             return Err(SessionError::Busy);
         }
         self.inner
             .record(&mut st, EntryKind::model_change(&model))?;
-        st.model = model.clone();
-        self.inner.publish(&mut st, SessionEventKind::Model(model));
+        st.doc.model = model;
+        st.emit(|d| Change::Model(&d.model));
         Ok(())
     }
 
@@ -524,7 +372,7 @@ impl Session {
     /// [`SessionError::Busy`], [`SessionError::Store`].
     pub fn set_thinking(&self, level: ThinkingLevel) -> Result<(), SessionError> {
         let mut st = self.inner.lock();
-        if st.phase != Phase::Idle {
+        if st.doc.phase != Phase::Idle {
             return Err(SessionError::Busy);
         }
         self.inner.record(
@@ -533,9 +381,8 @@ impl Session {
                 thinking_level: level,
             },
         )?;
-        st.thinking = level;
-        self.inner
-            .publish(&mut st, SessionEventKind::ThinkingLevel(level));
+        st.doc.thinking = level;
+        st.emit(|_| Change::ThinkingLevel(level));
         Ok(())
     }
 
@@ -552,7 +399,7 @@ impl Session {
     }
 
     /// Records a compaction: history before `first_kept_entry_id` is replaced by `summary`
-    /// in the runtime transcript (the file keeps everything).
+    /// in the runtime transcript (the file keeps everything, and so does the view).
     ///
     /// # Errors
     /// [`SessionError::Busy`], [`SessionError::Store`].
@@ -563,7 +410,7 @@ impl Session {
         tokens_before: u64,
     ) -> Result<(), SessionError> {
         let mut st = self.inner.lock();
-        if st.phase != Phase::Idle {
+        if st.doc.phase != Phase::Idle {
             return Err(SessionError::Busy);
         }
         self.inner.record(
@@ -576,7 +423,7 @@ impl Session {
         )?;
         let loaded = SessionFile::read(st.file.path())?;
         let rebuilt = super::tree::rebuild(&loaded.entries);
-        st.messages = rebuilt.messages.into_iter().map(|(_, m)| m).collect();
+        st.doc.transcript.replace_context(rebuilt.messages);
         Ok(())
     }
 
@@ -595,14 +442,8 @@ impl Session {
 }
 
 impl Inner {
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn publish(&self, st: &mut State, kind: SessionEventKind) {
-        st.seq += 1;
-        // No subscribers is fine: the state is the source of truth.
-        let _ = self.events.send(SessionEvent { seq: st.seq, kind });
     }
 
     /// Appends a non-message entry on the active path.
@@ -614,7 +455,8 @@ impl Inner {
         Ok(())
     }
 
-    fn persist_message(
+    /// Writes a settled message as entry `id`.
+    pub(super) fn persist_message(
         &self,
         st: &mut State,
         id: String,
@@ -635,218 +477,15 @@ impl Inner {
     }
 
     /// Persists and appends a message that has no view item yet.
-    fn append_new(&self, st: &mut State, message: AgentMessage) -> Result<(), StoreError> {
+    pub(super) fn append_new(
+        &self,
+        st: &mut State,
+        message: AgentMessage,
+    ) -> Result<(), StoreError> {
         let id = st.file.allocate_id();
         self.persist_message(st, id.clone(), &message)?;
-        let item = TranscriptItem {
-            id,
-            body: ItemBody::settled(&message, |_| Value::Map(Map::new())),
-        };
-        st.items.push(item.clone());
-        st.messages.push(message);
-        self.publish(st, SessionEventKind::ItemAdded { item });
+        let index = st.doc.transcript.push_settled(id, Arc::new(message));
+        st.emit(|_| Change::ItemAdded { index });
         Ok(())
-    }
-
-    /// Ends a run: flushes deferred user commands, drops undelivered steering, goes idle.
-    fn finish_run(&self) -> Vec<String> {
-        let mut st = self.lock();
-        st.streaming = None;
-        st.running_tools.clear();
-        for message in std::mem::take(&mut st.pending_bash) {
-            if let Err(error) = self.append_new(&mut st, AgentMessage::BashExecution(message)) {
-                tracing::error!(%error, "could not persist a deferred bash record");
-            }
-        }
-        let dropped = std::mem::take(&mut st.queued_steer);
-        if !dropped.is_empty() {
-            self.publish(&mut st, SessionEventKind::QueuedSteer(Vec::new()));
-        }
-        st.accepting_steer = false;
-        st.phase = Phase::Idle;
-        self.publish(&mut st, SessionEventKind::Phase(Phase::Idle));
-        self.phase.send_replace(Phase::Idle);
-        dropped
-    }
-}
-
-impl State {
-    fn snapshot(&self) -> Snapshot {
-        Snapshot {
-            seq: self.seq,
-            state: SessionState {
-                phase: self.phase,
-                model: self.model.clone(),
-                thinking_level: self.thinking,
-                transcript: self.items.clone(),
-                queued_steer: self.queued_steer.clone(),
-            },
-        }
-    }
-}
-
-/// One running user command; dropping it frees the slot.
-struct CommandSlot {
-    inner: Arc<Inner>,
-}
-
-impl Drop for CommandSlot {
-    fn drop(&mut self) {
-        let mut st = self.inner.lock();
-        st.running_commands = st.running_commands.saturating_sub(1);
-    }
-}
-
-/// The session as the loop sees it.
-struct RunCtx {
-    inner: Arc<Inner>,
-}
-
-impl RunContext for RunCtx {
-    fn messages(&self) -> Vec<AgentMessage> {
-        self.inner.lock().messages.clone()
-    }
-
-    fn append(&self, message: AgentMessage) -> Result<(), StoreError> {
-        let inner = &self.inner;
-        let mut st = inner.lock();
-        let st = &mut *st;
-        match &message {
-            AgentMessage::Assistant(_) if st.streaming.is_some() => {
-                let index = st.streaming.take().unwrap_or_default();
-                let id = st.items[index].id.clone();
-                inner.persist_message(st, id.clone(), &message)?;
-                let item = TranscriptItem {
-                    id,
-                    body: ItemBody::settled(&message, |_| Value::Null),
-                };
-                st.items[index] = item.clone();
-                st.messages.push(message);
-                inner.publish(st, SessionEventKind::ItemReplaced { index, item });
-            }
-            AgentMessage::ToolResult(r) if st.running_tools.contains_key(&r.tool_call_id) => {
-                let index = st.running_tools.remove(&r.tool_call_id).unwrap_or_default();
-                let id = st.items[index].id.clone();
-                inner.persist_message(st, id, &message)?;
-                st.messages.push(message);
-            }
-            _ => inner.append_new(st, message)?,
-        }
-        Ok(())
-    }
-
-    fn emit(&self, event: LoopEvent) {
-        let inner = &self.inner;
-        let mut st = inner.lock();
-        let st = &mut *st;
-        match event {
-            LoopEvent::AssistantStart { partial } => {
-                let id = st.file.allocate_id();
-                let item = TranscriptItem {
-                    id,
-                    body: ItemBody::streaming(&partial),
-                };
-                st.items.push(item.clone());
-                st.streaming = Some(st.items.len() - 1);
-                inner.publish(st, SessionEventKind::ItemAdded { item });
-            }
-            LoopEvent::AssistantUpdate(update) => {
-                let Some(index) = st.streaming else { return };
-                let Some(ItemBody::Assistant { content, .. }) =
-                    st.items.get_mut(index).map(|i| &mut i.body)
-                else {
-                    return;
-                };
-                let kind = match update {
-                    StreamUpdate::BlockStart {
-                        index: content_index,
-                        block,
-                    } => {
-                        content.push(block.clone());
-                        SessionEventKind::BlockAdded {
-                            index,
-                            content_index,
-                            block,
-                        }
-                    }
-                    StreamUpdate::TextAppend {
-                        index: content_index,
-                        delta,
-                    } => {
-                        if let Some(AssistantContent::Text(t)) = content.get_mut(content_index) {
-                            t.text.push_str(&delta);
-                        }
-                        SessionEventKind::TextAppended {
-                            index,
-                            content_index,
-                            delta,
-                        }
-                    }
-                    StreamUpdate::ThinkingAppend {
-                        index: content_index,
-                        delta,
-                    } => {
-                        if let Some(AssistantContent::Thinking(t)) = content.get_mut(content_index)
-                        {
-                            t.thinking.push_str(&delta);
-                        }
-                        SessionEventKind::ThinkingAppended {
-                            index,
-                            content_index,
-                            delta,
-                        }
-                    }
-                };
-                inner.publish(st, kind);
-            }
-            LoopEvent::ToolStart { call } => {
-                let id = st.file.allocate_id();
-                let item = TranscriptItem {
-                    id,
-                    body: ItemBody::running(&call, inner.clock.now_ms()),
-                };
-                st.items.push(item.clone());
-                st.running_tools.insert(call.id, st.items.len() - 1);
-                inner.publish(st, SessionEventKind::ItemAdded { item });
-            }
-            LoopEvent::ToolEnd { result } => {
-                let Some(&index) = st.running_tools.get(&result.tool_call_id) else {
-                    return;
-                };
-                let arguments = match &st.items[index].body {
-                    ItemBody::Tool { arguments, .. } => arguments.clone(),
-                    _ => Value::Null,
-                };
-                let item = TranscriptItem {
-                    id: st.items[index].id.clone(),
-                    body: ItemBody::finished(&result, arguments),
-                };
-                st.items[index] = item.clone();
-                inner.publish(st, SessionEventKind::ItemReplaced { index, item });
-            }
-            LoopEvent::TurnStart { .. } | LoopEvent::TurnEnd { .. } => {}
-        }
-    }
-
-    fn take_steering(&self, last_chance: bool) -> Vec<AgentMessage> {
-        let inner = &self.inner;
-        let mut st = inner.lock();
-        if st.queued_steer.is_empty() {
-            if last_chance {
-                st.accepting_steer = false;
-            }
-            return Vec::new();
-        }
-        let texts = std::mem::take(&mut st.queued_steer);
-        inner.publish(&mut st, SessionEventKind::QueuedSteer(Vec::new()));
-        let now = inner.clock.now_ms();
-        texts
-            .into_iter()
-            .map(|t| AgentMessage::User(UserMessage::text(t, now)))
-            .collect()
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.inner.clock.now_ms()
     }
 }

@@ -6,7 +6,9 @@
 //! id of its session entry. Events address items by index so a service can turn them into
 //! path operations — streaming text is [`SessionEventKind::TextAppended`], an append.
 
-use baton_protocol::Value;
+use std::sync::LazyLock;
+
+use baton_protocol::{Map, Value};
 use serde::{Deserialize, Serialize};
 
 use crate::message::{
@@ -132,62 +134,114 @@ pub enum ItemBody {
     CompactionSummary(CompactionSummaryMessage),
 }
 
-impl ItemBody {
-    /// The view of a streaming response shell.
-    pub(crate) fn streaming(partial: &AssistantMessage) -> Self {
+/// A borrowed [`TranscriptItem`]: the same serialised form, without copying the item's
+/// content. The service serialises items from the runtime's one transcript through this (a
+/// 50 MiB tool output is cut while serialising, never cloned whole).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ItemRef<'a> {
+    /// Session entry id.
+    pub id: &'a str,
+    /// The item.
+    #[serde(flatten)]
+    pub body: BodyRef<'a>,
+}
+
+/// A borrowed [`ItemBody`]; see [`ItemRef`]. Field order and serde attributes mirror
+/// [`ItemBody`] exactly (a test checks both serialise alike).
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(tag = "role", rename_all = "camelCase")]
+#[allow(missing_docs, reason = "mirrors ItemBody field for field")]
+pub enum BodyRef<'a> {
+    User {
+        content: &'a [UserContent],
+        timestamp: u64,
+    },
+    #[serde(rename_all = "camelCase")]
+    Assistant {
+        status: AssistantStatus,
+        content: &'a [AssistantContent],
+        provider: &'a str,
+        model: &'a str,
+        usage: Usage,
+        timestamp: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<StopReason>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error_message: Option<&'a str>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Tool {
+        status: ToolStatus,
+        tool_call_id: &'a str,
+        tool_name: &'a str,
+        arguments: &'a Value,
+        content: &'a [UserContent],
+        is_error: bool,
+        timestamp: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        details: Option<&'a Value>,
+    },
+    BashExecution(&'a BashExecutionMessage),
+    Custom(&'a CustomMessage),
+    BranchSummary(&'a BranchSummaryMessage),
+    CompactionSummary(&'a CompactionSummaryMessage),
+}
+
+/// What a tool result whose call is unknown shows as its arguments.
+static NO_ARGUMENTS: LazyLock<Value> = LazyLock::new(|| Value::Map(Map::new()));
+
+impl<'a> BodyRef<'a> {
+    /// A streaming response shell or partial response.
+    pub(crate) fn streaming(partial: &'a AssistantMessage) -> Self {
         Self::Assistant {
             status: AssistantStatus::Streaming,
-            content: partial.content.clone(),
-            stop_reason: None,
-            error_message: None,
-            provider: partial.provider.clone(),
-            model: partial.model.clone(),
+            content: &partial.content,
+            provider: &partial.provider,
+            model: &partial.model,
             usage: partial.usage,
             timestamp: partial.timestamp,
+            stop_reason: None,
+            error_message: None,
         }
     }
 
-    /// The view of a running tool call.
-    pub(crate) fn running(call: &ToolCall, timestamp: u64) -> Self {
+    /// A running tool call.
+    pub(crate) fn running(call: &'a ToolCall, timestamp: u64) -> Self {
         Self::Tool {
             status: ToolStatus::Running,
-            tool_call_id: call.id.clone(),
-            tool_name: call.name.clone(),
-            arguments: call.arguments.clone(),
-            content: Vec::new(),
-            details: None,
+            tool_call_id: &call.id,
+            tool_name: &call.name,
+            arguments: &call.arguments,
+            content: &[],
             is_error: false,
             timestamp,
+            details: None,
         }
     }
 
-    /// The view of a finished tool call.
-    pub(crate) fn finished(result: &ToolResultMessage, arguments: Value) -> Self {
+    /// A finished tool call (`arguments` from its call, when known).
+    pub(crate) fn finished(result: &'a ToolResultMessage, arguments: &'a Value) -> Self {
         Self::Tool {
             status: if result.is_error {
                 ToolStatus::Error
             } else {
                 ToolStatus::Complete
             },
-            tool_call_id: result.tool_call_id.clone(),
-            tool_name: result.tool_name.clone(),
+            tool_call_id: &result.tool_call_id,
+            tool_name: &result.tool_name,
             arguments,
-            content: result.content.clone(),
-            details: result.details.clone(),
+            content: &result.content,
             is_error: result.is_error,
             timestamp: result.timestamp,
+            details: result.details.as_ref(),
         }
     }
 
-    /// The view of a settled message. Tool results need their call's arguments, found by
-    /// the caller.
-    pub(crate) fn settled(
-        message: &AgentMessage,
-        call_arguments: impl FnOnce(&str) -> Value,
-    ) -> Self {
+    /// A settled message; a tool result shows `arguments`.
+    pub(crate) fn settled(message: &'a AgentMessage, arguments: Option<&'a Value>) -> Self {
         match message {
             AgentMessage::User(u) => Self::User {
-                content: u.content.clone(),
+                content: &u.content,
                 timestamp: u.timestamp,
             },
             AgentMessage::Assistant(a) => Self::Assistant {
@@ -198,20 +252,149 @@ impl ItemBody {
                         AssistantStatus::Complete
                     }
                 },
-                content: a.content.clone(),
-                stop_reason: Some(a.stop_reason),
-                error_message: a.error_message.clone(),
-                provider: a.provider.clone(),
-                model: a.model.clone(),
+                content: &a.content,
+                provider: &a.provider,
+                model: &a.model,
                 usage: a.usage,
                 timestamp: a.timestamp,
+                stop_reason: Some(a.stop_reason),
+                error_message: a.error_message.as_deref(),
             },
-            AgentMessage::ToolResult(r) => Self::finished(r, call_arguments(&r.tool_call_id)),
-            AgentMessage::BashExecution(b) => Self::BashExecution(b.clone()),
-            AgentMessage::Custom(c) => Self::Custom(c.clone()),
-            AgentMessage::BranchSummary(s) => Self::BranchSummary(s.clone()),
-            AgentMessage::CompactionSummary(s) => Self::CompactionSummary(s.clone()),
+            AgentMessage::ToolResult(r) => Self::finished(r, arguments.unwrap_or(&NO_ARGUMENTS)),
+            AgentMessage::BashExecution(b) => Self::BashExecution(b),
+            AgentMessage::Custom(c) => Self::Custom(c),
+            AgentMessage::BranchSummary(s) => Self::BranchSummary(s),
+            AgentMessage::CompactionSummary(s) => Self::CompactionSummary(s),
         }
+    }
+
+    /// The owned form.
+    pub fn to_owned_body(&self) -> ItemBody {
+        match *self {
+            Self::User { content, timestamp } => ItemBody::User {
+                content: content.to_vec(),
+                timestamp,
+            },
+            Self::Assistant {
+                status,
+                content,
+                provider,
+                model,
+                usage,
+                timestamp,
+                stop_reason,
+                error_message,
+            } => ItemBody::Assistant {
+                status,
+                content: content.to_vec(),
+                provider: provider.to_owned(),
+                model: model.to_owned(),
+                usage,
+                timestamp,
+                stop_reason,
+                error_message: error_message.map(str::to_owned),
+            },
+            Self::Tool {
+                status,
+                tool_call_id,
+                tool_name,
+                arguments,
+                content,
+                is_error,
+                timestamp,
+                details,
+            } => ItemBody::Tool {
+                status,
+                tool_call_id: tool_call_id.to_owned(),
+                tool_name: tool_name.to_owned(),
+                arguments: arguments.clone(),
+                content: content.to_vec(),
+                is_error,
+                timestamp,
+                details: details.cloned(),
+            },
+            Self::BashExecution(b) => ItemBody::BashExecution(b.clone()),
+            Self::Custom(c) => ItemBody::Custom(c.clone()),
+            Self::BranchSummary(s) => ItemBody::BranchSummary(s.clone()),
+            Self::CompactionSummary(s) => ItemBody::CompactionSummary(s.clone()),
+        }
+    }
+}
+
+impl<'a> From<&'a ItemBody> for BodyRef<'a> {
+    fn from(body: &'a ItemBody) -> Self {
+        match body {
+            ItemBody::User { content, timestamp } => Self::User {
+                content,
+                timestamp: *timestamp,
+            },
+            ItemBody::Assistant {
+                status,
+                content,
+                provider,
+                model,
+                usage,
+                timestamp,
+                stop_reason,
+                error_message,
+            } => Self::Assistant {
+                status: *status,
+                content,
+                provider,
+                model,
+                usage: *usage,
+                timestamp: *timestamp,
+                stop_reason: *stop_reason,
+                error_message: error_message.as_deref(),
+            },
+            ItemBody::Tool {
+                status,
+                tool_call_id,
+                tool_name,
+                arguments,
+                content,
+                is_error,
+                timestamp,
+                details,
+            } => Self::Tool {
+                status: *status,
+                tool_call_id,
+                tool_name,
+                arguments,
+                content,
+                is_error: *is_error,
+                timestamp: *timestamp,
+                details: details.as_ref(),
+            },
+            ItemBody::BashExecution(b) => Self::BashExecution(b),
+            ItemBody::Custom(c) => Self::Custom(c),
+            ItemBody::BranchSummary(s) => Self::BranchSummary(s),
+            ItemBody::CompactionSummary(s) => Self::CompactionSummary(s),
+        }
+    }
+}
+
+impl<'a> From<&'a TranscriptItem> for ItemRef<'a> {
+    fn from(item: &'a TranscriptItem) -> Self {
+        Self {
+            id: &item.id,
+            body: BodyRef::from(&item.body),
+        }
+    }
+}
+
+impl ItemRef<'_> {
+    /// The owned form.
+    pub fn to_owned_item(&self) -> TranscriptItem {
+        TranscriptItem {
+            id: self.id.to_owned(),
+            body: self.body.to_owned_body(),
+        }
+    }
+
+    /// True for a `bashExecution` record.
+    pub fn is_bash_execution(&self) -> bool {
+        matches!(self.body, BodyRef::BashExecution(_))
     }
 }
 

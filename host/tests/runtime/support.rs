@@ -151,8 +151,14 @@ impl TestCtx {
 }
 
 impl RunContext for TestCtx {
-    fn messages(&self) -> Vec<AgentMessage> {
-        self.messages.lock().unwrap().clone()
+    fn messages(&self) -> Vec<Arc<AgentMessage>> {
+        self.messages
+            .lock()
+            .unwrap()
+            .iter()
+            .cloned()
+            .map(Arc::new)
+            .collect()
     }
     fn append(&self, message: AgentMessage) -> Result<(), StoreError> {
         self.messages.lock().unwrap().push(message);

@@ -1,0 +1,377 @@
+//! A session's one authoritative transcript.
+//!
+//! Every message is held once, behind an [`Arc`]: the entry list (what the view shows, in
+//! order, with entry ids) and the model context (what the next model call reads) share the
+//! same allocations. View items are never stored; [`TranscriptView::item`] borrows them out
+//! of the entries ([`ItemRef`]), so publishing, paging and snapshots read the transcript in
+//! place instead of keeping copies of it.
+//!
+//! The view differs from the model context in the ways `view.rs` describes (a streaming
+//! response and running tools are items; a tool call and its result are one `tool` item) and,
+//! after a compaction, in length: the context then starts at the summary while the entries
+//! keep everything.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::view::{BodyRef, ItemRef, Phase, SessionState, TranscriptItem};
+use crate::message::{AgentMessage, AssistantContent, AssistantMessage, ToolCall};
+use crate::provider::{ModelRef, ThinkingLevel};
+
+/// One view entry.
+#[derive(Debug)]
+struct Entry {
+    id: String,
+    slot: Slot,
+}
+
+#[derive(Debug)]
+enum Slot {
+    /// A settled message (a tool result here is one whose call is unknown).
+    Settled(Arc<AgentMessage>),
+    /// The response being streamed (at most one).
+    Streaming(Box<AssistantMessage>),
+    /// A tool call, running or finished.
+    Tool {
+        /// The call.
+        call: CallRef,
+        /// When it started (the running item's timestamp).
+        started: u64,
+        /// Its result once finished: an [`AgentMessage::ToolResult`].
+        result: Option<Arc<AgentMessage>>,
+    },
+}
+
+/// Where a tool item's call is.
+#[derive(Debug)]
+enum CallRef {
+    /// In this assistant message, at this content index (the usual case: shared).
+    Shared(Arc<AgentMessage>, usize),
+    /// A call the context does not hold (not produced by the loop): a copy.
+    Owned(Box<ToolCall>),
+}
+
+impl CallRef {
+    fn get(&self) -> Option<&ToolCall> {
+        match self {
+            Self::Shared(m, i) => match &**m {
+                AgentMessage::Assistant(a) => match a.content.get(*i) {
+                    Some(AssistantContent::ToolCall(c)) => Some(c),
+                    _ => None,
+                },
+                _ => None,
+            },
+            Self::Owned(c) => Some(c),
+        }
+    }
+}
+
+/// The entries and the model context.
+#[derive(Debug, Default)]
+pub(crate) struct Transcript {
+    entries: Vec<Entry>,
+    context: Vec<Arc<AgentMessage>>,
+    streaming: Option<usize>,
+    running_tools: HashMap<String, usize>,
+}
+
+impl Transcript {
+    /// The transcript rebuilt from a session file's active path.
+    pub(crate) fn from_messages(messages: Vec<(String, AgentMessage)>) -> Self {
+        let mut t = Self::default();
+        let mut calls: HashMap<String, (Arc<AgentMessage>, usize)> = HashMap::new();
+        for (id, m) in messages {
+            let m = Arc::new(m);
+            if let AgentMessage::Assistant(a) = &*m {
+                for (i, c) in a.content.iter().enumerate() {
+                    if let AssistantContent::ToolCall(call) = c {
+                        calls.insert(call.id.clone(), (Arc::clone(&m), i));
+                    }
+                }
+            }
+            let slot = match &*m {
+                AgentMessage::ToolResult(r) => match calls.get(&r.tool_call_id) {
+                    Some((assistant, i)) => Slot::Tool {
+                        call: CallRef::Shared(Arc::clone(assistant), *i),
+                        started: r.timestamp,
+                        result: Some(Arc::clone(&m)),
+                    },
+                    None => Slot::Settled(Arc::clone(&m)),
+                },
+                _ => Slot::Settled(Arc::clone(&m)),
+            };
+            t.entries.push(Entry { id, slot });
+            t.context.push(m);
+        }
+        t
+    }
+
+    /// Number of view items.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The model context (shared, not copied: one pointer per message).
+    pub(crate) fn context(&self) -> Vec<Arc<AgentMessage>> {
+        self.context.clone()
+    }
+
+    /// The model context as owned messages (a deep copy, for callers outside the runtime).
+    pub(crate) fn context_owned(&self) -> Vec<AgentMessage> {
+        self.context
+            .iter()
+            .map(|m| AgentMessage::clone(m))
+            .collect()
+    }
+
+    /// Appends a settled message to both the view and the context; returns its index.
+    pub(crate) fn push_settled(&mut self, id: String, message: Arc<AgentMessage>) -> usize {
+        self.context.push(Arc::clone(&message));
+        self.entries.push(Entry {
+            id,
+            slot: Slot::Settled(message),
+        });
+        self.entries.len() - 1
+    }
+
+    /// Starts the streamed response; returns its index.
+    pub(crate) fn start_stream(&mut self, id: String, partial: AssistantMessage) -> usize {
+        self.entries.push(Entry {
+            id,
+            slot: Slot::Streaming(Box::new(partial)),
+        });
+        let index = self.entries.len() - 1;
+        self.streaming = Some(index);
+        index
+    }
+
+    /// The response being streamed.
+    pub(crate) fn stream_mut(&mut self) -> Option<(usize, &mut AssistantMessage)> {
+        let index = self.streaming?;
+        match &mut self.entries.get_mut(index)?.slot {
+            Slot::Streaming(partial) => Some((index, partial)),
+            Slot::Settled(_) | Slot::Tool { .. } => None,
+        }
+    }
+
+    /// The streamed response's index and entry id, if one is streaming.
+    pub(crate) fn streaming(&self) -> Option<(usize, &str)> {
+        let index = self.streaming?;
+        Some((index, &self.entries.get(index)?.id))
+    }
+
+    /// Settles the streamed response with `message`; returns its index and what the item
+    /// was before.
+    pub(crate) fn settle_stream(
+        &mut self,
+        message: Arc<AgentMessage>,
+    ) -> Option<(usize, TranscriptItem)> {
+        let index = self.streaming.take()?;
+        let old = self.owned_item(index)?;
+        self.context.push(Arc::clone(&message));
+        self.entries[index].slot = Slot::Settled(message);
+        Some((index, old))
+    }
+
+    /// Starts a tool item for `call`; returns its index.
+    pub(crate) fn start_tool(&mut self, id: String, call: &ToolCall, started: u64) -> usize {
+        // The call is in the assistant message just settled: search from the end.
+        let found = self.context.iter().rev().find_map(|m| match &**m {
+            AgentMessage::Assistant(a) => a
+                .content
+                .iter()
+                .position(|c| matches!(c, AssistantContent::ToolCall(c) if c.id == call.id))
+                .map(|i| (Arc::clone(m), i)),
+            _ => None,
+        });
+        let call_ref = match found {
+            Some((m, i)) => CallRef::Shared(m, i),
+            None => CallRef::Owned(Box::new(call.clone())),
+        };
+        let slot = Slot::Tool {
+            call: call_ref,
+            started,
+            result: None,
+        };
+        self.entries.push(Entry { id, slot });
+        let index = self.entries.len() - 1;
+        self.running_tools.insert(call.id.clone(), index);
+        index
+    }
+
+    /// Shows `result` on its running tool item; returns the index and the item before.
+    pub(crate) fn finish_tool(
+        &mut self,
+        result: Arc<AgentMessage>,
+    ) -> Option<(usize, TranscriptItem)> {
+        let AgentMessage::ToolResult(r) = &*result else {
+            return None;
+        };
+        let index = *self.running_tools.get(&r.tool_call_id)?;
+        let old = self.owned_item(index)?;
+        if let Slot::Tool { result: slot, .. } = &mut self.entries[index].slot {
+            *slot = Some(result);
+        }
+        Some((index, old))
+    }
+
+    /// The entry id of the running tool item `message` (a tool result) settles, if any.
+    pub(crate) fn running_tool_id(&self, message: &AgentMessage) -> Option<String> {
+        let AgentMessage::ToolResult(r) = message else {
+            return None;
+        };
+        let index = *self.running_tools.get(&r.tool_call_id)?;
+        Some(self.entries.get(index)?.id.clone())
+    }
+
+    /// Records a settled tool result on its tool item (no view change: the item already shows
+    /// it since `ToolEnd`) and in the context. False when no tool item is running for it.
+    pub(crate) fn settle_tool(&mut self, message: &Arc<AgentMessage>) -> bool {
+        let AgentMessage::ToolResult(r) = &**message else {
+            return false;
+        };
+        let Some(index) = self.running_tools.remove(&r.tool_call_id) else {
+            return false;
+        };
+        if let Some(Entry {
+            slot: Slot::Tool { result, .. },
+            ..
+        }) = self.entries.get_mut(index)
+        {
+            // The settled copy replaces the one shown since `ToolEnd`: one copy stays.
+            *result = Some(Arc::clone(message));
+        }
+        self.context.push(Arc::clone(message));
+        true
+    }
+
+    /// Forgets the run's streaming and running state (the items stay as they are).
+    pub(crate) fn end_run(&mut self) {
+        self.streaming = None;
+        self.running_tools.clear();
+    }
+
+    /// Replaces the model context (after a compaction), reusing the entries' allocations for
+    /// messages they already hold.
+    pub(crate) fn replace_context(&mut self, messages: Vec<(String, AgentMessage)>) {
+        let held: HashMap<&str, &Arc<AgentMessage>> = self
+            .entries
+            .iter()
+            .filter_map(|e| match &e.slot {
+                Slot::Settled(m) => Some((e.id.as_str(), m)),
+                Slot::Tool {
+                    result: Some(m), ..
+                } => Some((e.id.as_str(), m)),
+                Slot::Streaming(_) | Slot::Tool { .. } => None,
+            })
+            .collect();
+        let context = messages
+            .into_iter()
+            .map(|(id, m)| match held.get(id.as_str()) {
+                Some(arc) if ***arc == m => Arc::clone(arc),
+                _ => Arc::new(m),
+            })
+            .collect();
+        self.context = context;
+    }
+
+    /// Item `index`, borrowed.
+    pub(crate) fn item(&self, index: usize) -> Option<ItemRef<'_>> {
+        let e = self.entries.get(index)?;
+        let body = match &e.slot {
+            Slot::Settled(m) => BodyRef::settled(m, None),
+            Slot::Streaming(p) => BodyRef::streaming(p),
+            Slot::Tool {
+                call,
+                started,
+                result,
+            } => {
+                let call = call.get();
+                match (result.as_deref(), call) {
+                    (Some(m), call) => BodyRef::settled(m, call.map(|c| &c.arguments)),
+                    (None, Some(call)) => BodyRef::running(call, *started),
+                    // Unreachable by construction (a tool slot has a call or a result).
+                    (None, None) => return None,
+                }
+            }
+        };
+        Some(ItemRef { id: &e.id, body })
+    }
+
+    fn owned_item(&self, index: usize) -> Option<TranscriptItem> {
+        self.item(index).map(|i| i.to_owned_item())
+    }
+
+    /// The index of the item with entry id `id` (searched from the end: recent items are the
+    /// ones asked for most).
+    pub(crate) fn position(&self, id: &str) -> Option<usize> {
+        self.entries.iter().rposition(|e| e.id == id)
+    }
+}
+
+/// A read-only view of a session's state, lent out under the session lock (see
+/// [`super::Session::with_view`]); items are borrowed from the one transcript, not copied.
+#[derive(Debug, Clone, Copy)]
+pub struct TranscriptView<'a> {
+    pub(crate) transcript: &'a Transcript,
+    pub(crate) phase: Phase,
+    pub(crate) model: &'a ModelRef,
+    pub(crate) thinking: ThinkingLevel,
+    pub(crate) queued_steer: &'a [String],
+}
+
+impl<'a> TranscriptView<'a> {
+    /// Number of transcript items.
+    pub fn len(&self) -> usize {
+        self.transcript.len()
+    }
+
+    /// True when the transcript has no items.
+    pub fn is_empty(&self) -> bool {
+        self.transcript.len() == 0
+    }
+
+    /// Item `index`, borrowed.
+    pub fn item(&self, index: usize) -> Option<ItemRef<'a>> {
+        self.transcript.item(index)
+    }
+
+    /// The index of the item whose entry id is `id`.
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.transcript.position(id)
+    }
+
+    /// `idle` or `turn`.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// The current model.
+    pub fn model(&self) -> &'a ModelRef {
+        self.model
+    }
+
+    /// The current reasoning effort.
+    pub fn thinking_level(&self) -> ThinkingLevel {
+        self.thinking
+    }
+
+    /// Steering texts waiting for the next turn boundary.
+    pub fn queued_steer(&self) -> &'a [String] {
+        self.queued_steer
+    }
+
+    /// The whole state as owned values (copies every item: for tests and small sessions;
+    /// the service reads items in place instead).
+    pub fn to_state(&self) -> SessionState {
+        SessionState {
+            phase: self.phase,
+            model: self.model.clone(),
+            thinking_level: self.thinking,
+            transcript: (0..self.len())
+                .filter_map(|i| self.item(i).map(|i| i.to_owned_item()))
+                .collect(),
+            queued_steer: self.queued_steer.to_vec(),
+        }
+    }
+}
