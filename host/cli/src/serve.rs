@@ -35,18 +35,17 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
         Some(d) => d.clone(),
         None => default_sessions_dir()?,
     };
-    std::fs::create_dir_all(&sessions_dir).map_err(|e| {
-        Failure::from_error(&format!("cannot create {}", sessions_dir.display()), &e)
-    })?;
-    let server_id = match &args.server_id {
-        Some(id) => id.clone(),
-        None => stable_server_id(&sessions_dir)?,
-    };
+    // The manager creates the directory (0700) and takes its lock; only then is the id file
+    // read or written, so two hosts never race for it and it is never created world-readable.
     let (models, default_model) = models(&args);
     let mut config = HostConfig::new(&sessions_dir);
     config.default_model = default_model;
     let manager = SessionManager::new(config, models, Arc::new(SystemClock))
         .map_err(|e| Failure::from_error("cannot open the sessions directory", &e))?;
+    let server_id = match &args.server_id {
+        Some(id) => id.clone(),
+        None => stable_server_id(&sessions_dir)?,
+    };
     let host =
         ServiceHost::new(manager).map_err(|e| Failure::from_error("cannot list sessions", &e))?;
 
@@ -113,7 +112,7 @@ fn stable_server_id(dir: &Path) -> Result<ServerId, Failure> {
             let id = random_server_id()?;
             // Write then rename, so a crash never leaves a half-written id.
             let tmp = dir.join(format!(".{SERVER_ID_FILE}.tmp"));
-            std::fs::write(&tmp, format!("{id}\n"))
+            write_private(&tmp, format!("{id}\n").as_bytes())
                 .and_then(|()| std::fs::rename(&tmp, &path))
                 .map_err(|e| {
                     Failure::from_error(&format!("cannot write {}", path.display()), &e)
@@ -125,6 +124,20 @@ fn stable_server_id(dir: &Path) -> Result<ServerId, Failure> {
             &e,
         )),
     }
+}
+
+/// Writes `bytes` to a new file readable by this user only (0600 from creation).
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
 }
 
 /// A fresh random server id.

@@ -349,6 +349,14 @@ async fn a_restarted_host_resumes_settled_transcripts() {
     // Same sessions directory: same server id, and the settled transcript is back.
     let second = HostProcess::start(&args, &[]).await;
     assert_eq!(second.server_id, first_id, "the server id is stable");
+    // The directory and the id file are private to the host's user from their creation.
+    let sessions = dir.path().join("sessions");
+    assert_eq!(mode_of(&sessions), 0o700, "sessions directory mode");
+    assert_eq!(
+        mode_of(&sessions.join("server-id")),
+        0o600,
+        "server-id mode"
+    );
     let client = guard(
         "connect",
         Client::connect(ClientConfig::new(Endpoint::Unix(second.socket()))),
@@ -695,6 +703,11 @@ async fn a_host_sigkilled_mid_turn_restarts_past_a_torn_tail() {
 }
 
 /// The path of the file called `name` somewhere under `dir`.
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
 fn find_file(dir: &Path, name: &str) -> PathBuf {
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {
