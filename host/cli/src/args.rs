@@ -37,6 +37,12 @@ serve options:
   --client-ca PEM           require client certificates signed by this CA
   --allow-insecure-remote   allow plain TCP, or TLS without --client-ca, on a
                             non-loopback address (anyone who can connect runs commands)
+  --no-confine              let tools leave the session's working directory and run
+                            bash without Landlock (confinement is on by default)
+  --idle-timeout-secs N     close a session nobody is attached to after N s idle
+                            (reopened on the next attach; 0 = never; default 600)
+  --max-open-sessions N     sessions open at once (default 64)
+  --max-sessions-per-owner N  sessions one client identity may create (default 256)
   -h, --help                this text
 
 Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug) to change the level.";
@@ -70,6 +76,10 @@ pub(crate) struct ServeArgs {
     pub(crate) tls_key: Option<PathBuf>,
     pub(crate) client_ca: Option<PathBuf>,
     pub(crate) allow_insecure_remote: bool,
+    pub(crate) no_confine: bool,
+    pub(crate) idle_timeout_secs: Option<u64>,
+    pub(crate) max_open_sessions: Option<usize>,
+    pub(crate) max_sessions_per_owner: Option<usize>,
 }
 
 /// A parsed command line.
@@ -134,6 +144,22 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, U
                     "--tls-key" => s.tls_key = Some(value(&mut it, &flag)?.into()),
                     "--client-ca" => s.client_ca = Some(value(&mut it, &flag)?.into()),
                     "--allow-insecure-remote" => s.allow_insecure_remote = true,
+                    "--no-confine" => s.no_confine = true,
+                    "--idle-timeout-secs" => {
+                        s.idle_timeout_secs = Some(number(&value(&mut it, &flag)?, &flag)?);
+                    }
+                    "--max-open-sessions" => {
+                        let n: usize = number(&value(&mut it, &flag)?, &flag)?;
+                        if n == 0 {
+                            return Err(UsageError(
+                                "--max-open-sessions must be at least 1".into(),
+                            ));
+                        }
+                        s.max_open_sessions = Some(n);
+                    }
+                    "--max-sessions-per-owner" => {
+                        s.max_sessions_per_owner = Some(number(&value(&mut it, &flag)?, &flag)?);
+                    }
                     h if help(h) => return Err(UsageError(String::new())),
                     other => return Err(UsageError(format!("unknown serve option {other}"))),
                 }
@@ -189,6 +215,21 @@ mod tests {
         assert_eq!(s.model, ModelChoice::OpenAi("qwen".into()));
         assert_eq!(s.max_frame_length, Some(1024));
         assert!(s.allow_insecure_remote);
+        assert!(!s.no_confine, "tools are confined unless asked otherwise");
+    }
+
+    #[test]
+    fn confinement_and_host_limits_parse() {
+        let Ok(Command::Serve(s)) = p(
+            "serve --no-confine --idle-timeout-secs 0 --max-open-sessions 3 \
+             --max-sessions-per-owner 9",
+        ) else {
+            panic!("serve did not parse");
+        };
+        assert!(s.no_confine);
+        assert_eq!(s.idle_timeout_secs, Some(0));
+        assert_eq!(s.max_open_sessions, Some(3));
+        assert_eq!(s.max_sessions_per_owner, Some(9));
     }
 
     #[test]
@@ -201,6 +242,8 @@ mod tests {
             "serve --tls-cert a.pem",
             "serve --server-id 123",
             "serve --max-frame-length x",
+            "serve --max-open-sessions 0",
+            "serve --idle-timeout-secs -1",
             "certs",
             "demo now",
         ] {

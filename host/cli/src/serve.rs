@@ -11,8 +11,9 @@ use baton_host::models::{ModelInfo, ModelRegistry};
 use baton_host::provider::ModelRef;
 use baton_host::provider::openai::{OpenAiConfig, OpenAiProvider};
 use baton_host::provider::scripted::ScriptedConfig;
-use baton_host::service::ServiceHost;
+use baton_host::service::{ServiceHost, ServiceLimits};
 use baton_host::session::{HostConfig, SessionManager};
+use baton_host::tool::confinement_status;
 use baton_protocol::{ServerId, unix};
 use baton_server::{ClientAuth, ListenAddr, Listener, Server, ServerConfig, TcpOptions, TlsConfig};
 use ring::rand::{SecureRandom, SystemRandom};
@@ -40,14 +41,29 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
     let (models, default_model) = models(&args);
     let mut config = HostConfig::new(&sessions_dir);
     config.default_model = default_model;
+    config.session.bash.confine = !args.no_confine;
+    let confinement = confinement_status(&config.session.bash);
+    if !confinement.is_active() {
+        tracing::warn!(%confinement, "tools are not confined to their session's working directory");
+    }
     let manager = SessionManager::new(config, models, Arc::new(SystemClock))
         .map_err(|e| Failure::from_error("cannot open the sessions directory", &e))?;
     let server_id = match &args.server_id {
         Some(id) => id.clone(),
         None => stable_server_id(&sessions_dir)?,
     };
-    let host =
-        ServiceHost::new(manager).map_err(|e| Failure::from_error("cannot list sessions", &e))?;
+    let mut limits = ServiceLimits::default();
+    if let Some(secs) = args.idle_timeout_secs {
+        limits.idle_timeout = (secs > 0).then(|| Duration::from_secs(secs));
+    }
+    if let Some(n) = args.max_open_sessions {
+        limits.max_open_sessions = n;
+    }
+    if let Some(n) = args.max_sessions_per_owner {
+        limits.max_sessions_per_owner = n;
+    }
+    let host = ServiceHost::with_limits(Arc::new(manager), limits)
+        .map_err(|e| Failure::from_error("cannot list sessions", &e))?;
 
     let mut server_config = ServerConfig::new(server_id.clone());
     if let Some(ms) = args.handshake_timeout_ms {
@@ -67,7 +83,12 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
     }
     let _ = out.flush();
     drop(out);
-    tracing::info!(sessions_dir = %sessions_dir.display(), %server_id, "serving");
+    tracing::info!(
+        sessions_dir = %sessions_dir.display(),
+        %server_id,
+        tools_confined = %confinement,
+        "serving"
+    );
 
     tokio::select! {
         _ = interrupt.recv() => tracing::info!("SIGINT: draining"),
