@@ -17,7 +17,7 @@ pub enum ClientAuth {
     /// The TLS handshake fails without a valid client certificate.
     Required,
     /// A client certificate is verified if presented; anonymous clients are admitted and
-    /// reach the host with no certificate in their identity.
+    /// reach the host as [`PeerIdentity::AnonymousTls`](crate::PeerIdentity::AnonymousTls).
     Optional,
 }
 
