@@ -268,3 +268,36 @@ async fn full_disk_inside_a_tmpfs() {
     assert!(loaded.skipped_lines.is_empty());
     assert_eq!(loaded.torn_tail_bytes, 0);
 }
+
+#[tokio::test]
+async fn closing_a_session_through_the_manager_forgets_it_and_the_next_open_reads_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let host = manager(
+        &tmp.path().join("sessions"),
+        tmp.path(),
+        FsyncPolicy::EveryEntry,
+    )
+    .unwrap();
+    let id = host.create(CreateOptions::default()).unwrap();
+    let first = host.open(&id).unwrap();
+    first.prompt("hello").await.unwrap();
+    let settled = first.messages();
+    assert!(host.is_open(&id));
+
+    host.close(&first).await;
+    assert!(
+        !host.is_open(&id),
+        "a closed session is no longer held in memory"
+    );
+    let again = host.open(&id).unwrap();
+    assert!(host.is_open(&id));
+    assert_eq!(
+        again.messages(),
+        settled,
+        "the reopened transcript is read back whole"
+    );
+
+    // Closing a session the manager no longer holds leaves the newer one alone.
+    host.close(&first).await;
+    assert!(host.is_open(&id), "the newer open is not forgotten");
+}

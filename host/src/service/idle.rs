@@ -242,7 +242,8 @@ impl Shared {
     /// server no longer routing to it).
     async fn close_live(&self, live: &Arc<LiveSession>) {
         live.stop_pump().await;
-        live.session.close().await;
+        // Through the manager, so it forgets the session too and its memory is released.
+        self.manager.close(&live.session).await;
         let mut open = self.open_set();
         if open
             .live

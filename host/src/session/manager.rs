@@ -289,6 +289,26 @@ impl SessionManager {
         })
     }
 
+    /// Whether session `id` is open (held in memory) now.
+    pub fn is_open(&self, id: &str) -> bool {
+        self.lock().contains_key(id)
+    }
+
+    /// Closes `session` (aborting its turn and commands, waiting for its tasks) and forgets
+    /// it, so its transcript and runtime are released and the next [`SessionManager::open`]
+    /// reads the file again. A session the manager no longer holds (removed, or already
+    /// replaced by a newer open) is only closed.
+    pub async fn close(&self, session: &Session) {
+        session.close().await;
+        let mut open = self.lock();
+        if open
+            .get(session.id())
+            .is_some_and(|held| Arc::ptr_eq(&held.inner, &session.inner))
+        {
+            open.remove(session.id());
+        }
+    }
+
     /// Closes the session if open and deletes its file and artefacts.
     ///
     /// # Errors
