@@ -33,13 +33,16 @@ pub enum ErrorCode {
     SessionAmbiguous,
     /// `session_not_attached`: a stale or foreign session route.
     SessionNotAttached,
+    /// `forbidden`: the peer's identity may not do this (a viewer calling a mutating method,
+    /// a Unix account other than the host's refused at the listener) (baton only).
+    Forbidden,
     /// One of chord's `service_*` codes.
     Service(RemoteServiceErrorCode),
 }
 
 impl ErrorCode {
     /// Every code, for exhaustive tests and documentation.
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 19] = [
         Self::InvalidRequest,
         Self::Version,
         Self::Cancelled,
@@ -50,6 +53,7 @@ impl ErrorCode {
         Self::SessionNotFound,
         Self::SessionAmbiguous,
         Self::SessionNotAttached,
+        Self::Forbidden,
         Self::Service(RemoteServiceErrorCode::NotAllowed),
         Self::Service(RemoteServiceErrorCode::NotFound),
         Self::Service(RemoteServiceErrorCode::ModeMismatch),
@@ -73,6 +77,7 @@ impl ErrorCode {
             Self::SessionNotFound => "session_not_found",
             Self::SessionAmbiguous => "session_ambiguous",
             Self::SessionNotAttached => "session_not_attached",
+            Self::Forbidden => "forbidden",
             Self::Service(code) => code.as_str(),
         }
     }
@@ -91,6 +96,7 @@ impl ErrorCode {
             "session_not_found" => Self::SessionNotFound,
             "session_ambiguous" => Self::SessionAmbiguous,
             "session_not_attached" => Self::SessionNotAttached,
+            "forbidden" => Self::Forbidden,
             other => Self::Service(RemoteServiceErrorCode::parse(other)?),
         })
     }

@@ -13,6 +13,9 @@
 //!
 //! # Calling contract
 //!
+//! * [`ServerHost::admit`] runs once per connection, right after the listener established
+//!   the peer's identity and before any protocol byte is read or written. A refusal is the
+//!   connection's only frame (`hello_error`), followed by a lingering close.
 //! * [`ServerHost::attach_client`] runs once per connection, during the handshake (the
 //!   handshake deadline keeps running while it does). Its [`ServiceAttachment`] serves every
 //!   request addressed to the server target, and is released when the connection ends.
@@ -30,6 +33,7 @@ use baton_protocol::Value;
 use crate::chord::ServiceCall;
 use crate::context::Context;
 use crate::error::ServiceError;
+use crate::identity::PeerIdentity;
 use crate::publish::Publisher;
 use crate::router::Presentation;
 
@@ -45,6 +49,18 @@ pub trait ServerHost: Send + Sync + 'static {
     type Metadata: SessionMetadata;
     /// A hosted session.
     type Session: SessionHandle;
+
+    /// Decides whether a peer may talk to this host at all, from the identity the listener
+    /// established (Unix credentials, the verified client certificate, the TCP address),
+    /// before any protocol byte. `Err` refuses the connection: the error's code and message
+    /// are sent as its only frame (`hello_error`, e.g. `forbidden`), then it is closed. Must
+    /// not block: it runs in the connection's task before the handshake deadline starts.
+    ///
+    /// The default admits everyone.
+    fn admit(&self, identity: &PeerIdentity) -> Result<(), ServiceError> {
+        let _ = identity;
+        Ok(())
+    }
 
     /// Creates one connection's server-scope services (upstream
     /// `serverServices.attachClient(presentation, context)`). `presentation` lets those

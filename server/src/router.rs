@@ -154,6 +154,18 @@ impl<H: ServerHost> Router<H> {
         }
     }
 
+    /// The live connections whose peer identity satisfies `matches`.
+    pub(crate) fn connections_where(
+        &self,
+        matches: impl Fn(&crate::identity::PeerIdentity) -> bool,
+    ) -> Vec<Arc<ConnShared>> {
+        lock(&self.clients)
+            .values()
+            .filter(|slot| matches(slot.peer.identity()))
+            .filter_map(|slot| slot.conn.upgrade())
+            .collect()
+    }
+
     /// Runs a session-target call for `conn_id`.
     pub(crate) async fn execute(
         &self,

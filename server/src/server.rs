@@ -233,6 +233,18 @@ impl<H: ServerHost> Server<H> {
         lock(&self.shared.connections).len()
     }
 
+    /// Closes every open connection whose peer identity `matches` (an access-policy reload
+    /// that revoked an identity): what is queued is flushed, its in-flight requests are
+    /// cancelled, its attachment is released, then the socket closes. The server keeps
+    /// serving everyone else. Returns how many connections were closed.
+    pub fn close_connections(&self, matches: impl Fn(&PeerIdentity) -> bool) -> usize {
+        let conns = self.shared.router.connections_where(matches);
+        for c in &conns {
+            c.with(conn::state::ConnState::finish);
+        }
+        conns.len()
+    }
+
     /// Graceful close: stop accepting (the Unix socket file is removed), answer new requests
     /// `server_draining`, let in-flight requests finish until the drain timeout (then
     /// abandon them), close every connection after flushing it, release attachments and
@@ -387,6 +399,12 @@ fn admit<H: ServerHost>(shared: &Arc<ServerShared<H>>, accepted: Accepted) {
         let Some((transport, identity)) = identify(&shared2, &stream, addr).await else {
             return;
         };
+        if let Err(refusal) = shared2.host.admit(&identity) {
+            tracing::debug!(peer = %identity, code = %refusal.to_wire().code, "refused by the host");
+            drop(permit);
+            refuse_opened(&shared2, stream, &refusal.to_wire()).await;
+            return;
+        }
         let peer = Arc::new(Peer {
             connection_id: id,
             transport,
@@ -403,23 +421,34 @@ fn admit<H: ServerHost>(shared: &Arc<ServerShared<H>>, accepted: Accepted) {
     });
 }
 
+/// The `hello_error` frame of a refusal, or `None` (logged) if it cannot be encoded.
+fn refusal_frame<H: ServerHost>(
+    shared: &ServerShared<H>,
+    error: WireError,
+) -> Option<bytes::Bytes> {
+    match encode_frame(
+        &ServerMessage::HelloError(error),
+        shared.config.max_frame_length,
+    ) {
+        Ok(frame) => Some(frame),
+        Err(error) => {
+            tracing::debug!(%error, "cannot encode the refusal; closing");
+            None
+        }
+    }
+}
+
 /// Refuses a connection at the listener, before any protocol byte is read: `error` is its
 /// only frame, then a lingering close (`listen::linger`) so the refusal arrives even if the
-/// client is already writing. Every listener-level refusal goes through here.
+/// client is already writing. Every listener-level refusal goes through here (or, once the
+/// transport is open and the peer identified, through [`refuse_opened`]).
 fn refuse_connection<H: ServerHost>(
     shared: &Arc<ServerShared<H>>,
     accepted: Accepted,
     error: WireError,
 ) {
-    let frame = match encode_frame(
-        &ServerMessage::HelloError(error),
-        shared.config.max_frame_length,
-    ) {
-        Ok(frame) => frame,
-        Err(error) => {
-            tracing::debug!(%error, "cannot encode the refusal; closing");
-            return;
-        }
+    let Some(frame) = refusal_frame(shared, error) else {
+        return;
     };
     let Ok(slot) = Arc::clone(&shared.refuse_slots).try_acquire_owned() else {
         tracing::debug!(limit = MAX_REFUSING, "too many refusals in progress");
@@ -440,6 +469,30 @@ fn refuse_connection<H: ServerHost>(
         .await;
         tracing::debug!(?how, "refused");
     });
+}
+
+/// Refuses an opened, identified connection the host did not admit ([`ServerHost::admit`]):
+/// the same frame and lingering close as [`refuse_connection`], in the connection's own
+/// task. Beyond [`MAX_REFUSING`] refusals at once the stream is closed without one.
+async fn refuse_opened<H: ServerHost>(
+    shared: &ServerShared<H>,
+    mut stream: Stream,
+    error: &WireError,
+) {
+    let Some(frame) = refusal_frame(shared, error.clone()) else {
+        return;
+    };
+    let Ok(_slot) = shared.refuse_slots.try_acquire() else {
+        tracing::debug!(limit = MAX_REFUSING, "too many refusals in progress");
+        return;
+    };
+    let how = refuse(
+        &mut stream,
+        &frame,
+        tokio::time::Instant::now() + LINGER_DEADLINE,
+    )
+    .await;
+    tracing::debug!(?how, "refused");
 }
 
 /// Finishes transport setup: socket options, and the TLS handshake (bounded by
