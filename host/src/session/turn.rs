@@ -95,6 +95,16 @@ impl Session {
                 tracing::error!(%error, "turn stopped: a settled message could not be persisted");
             }
             let dropped_steering = task_inner.finish_run();
+            // The turn is acknowledged only once what it appended is on stable storage; the
+            // wait runs outside the session lock, on the host's sync thread's schedule.
+            let durable = task_inner.lock().file.durable_handle();
+            let result = match (result, durable.wait().await) {
+                (Ok(_), Err(error)) => {
+                    tracing::error!(%error, "turn settled but its entries could not be synced");
+                    Err(agent::RunError::from(error))
+                }
+                (result, _) => result,
+            };
             let _ = tx.send(
                 result
                     .map(|run| PromptOutcome {
