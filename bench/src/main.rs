@@ -7,6 +7,10 @@
 //! cargo run --release --manifest-path bench/Cargo.toml -- --quick # harness smoke, seconds
 //! ```
 //!
+//! `cargo run --release --manifest-path bench/Cargo.toml -- session` (any word not starting
+//! with `--`, same as `BENCH_ONLY=session`) runs only the long-session benchmark (issue 12:
+//! CPU per streamed token and resident bytes of sessions holding 10, 1,000 and 100,000 items).
+//!
 //! `BENCH_ONLY=ours,floor` keeps only implementations whose name contains one of the
 //! comma-separated words (for profiling one of them); memory and rebuild then run only if
 //! listed (`memory`, `rebuild`). `BENCH_WORKLOADS=fanout` (or `unary`, comma-separated) runs
@@ -27,6 +31,7 @@ mod fanout;
 mod memory;
 mod ours;
 mod rebuild;
+mod session;
 mod unary;
 mod util;
 
@@ -97,10 +102,19 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
         if plan.quick { "quick" } else { "full" }
     );
 
-    let only: Option<Vec<String>> = std::env::var("BENCH_ONLY")
-        .ok()
-        .filter(|v| !v.is_empty())
-        .map(|v| v.split(',').map(str::to_owned).collect());
+    // Positional words select like `BENCH_ONLY` (`-- session`).
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let only: Option<Vec<String>> = if words.is_empty() {
+        std::env::var("BENCH_ONLY")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map(|v| v.split(',').map(str::to_owned).collect())
+    } else {
+        Some(words)
+    };
     let wanted = |name: &str| {
         only.as_ref()
             .is_none_or(|o| o.iter().any(|w| name.contains(w.as_str())))
@@ -216,6 +230,13 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
+
+    let long = if wanted("session") {
+        eprintln!("long sessions …");
+        session::run(&dir, &plan).await?
+    } else {
+        session::SessionResult::default()
+    };
 
     let rb = if wanted("rebuild") {
         eprintln!("client rebuild …");
@@ -452,6 +473,44 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
         fmt_ratio(wire_ratio),
         goal(wire_ratio, true, 20.0)
     );
+
+    println!();
+    println!(
+        "### Long sessions (streamed replies of {} and {} tokens, {} replies each; one subscriber)\n",
+        long.tokens.0, long.tokens.1, long.replies
+    );
+    println!(
+        "| items | CPU ns / streamed token (while streaming) | CPU µs / reply beyond streaming (model call) | CPU ns / token, all in ({}-token replies) | RSS per session | RSS of one copy of its messages | session ÷ one copy |",
+        long.tokens.1
+    );
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for r in &long.rows {
+        println!(
+            "| {} | {} | {} | {} | {} B | {} B | {} |",
+            fmt_num(r.items as f64),
+            fmt_num(r.ns_per_token),
+            fmt_num(r.us_per_call),
+            fmt_num(r.ns_per_token_all_in),
+            fmt_num(r.session_bytes),
+            fmt_num(r.one_copy_bytes),
+            // Below a few pages the RSS does not move: no ratio.
+            if r.one_copy_bytes >= 65_536.0 {
+                fmt_ratio(r.session_bytes / r.one_copy_bytes)
+            } else {
+                "–".to_owned()
+            },
+        );
+    }
+    if let (Some(first), Some(last)) = (long.rows.first(), long.rows.last()) {
+        let v = last.ns_per_token / first.ns_per_token;
+        println!(
+            "\nGoal: CPU per streamed token at {} items ≤ 1.2× the {}-item figure — {} ({})",
+            fmt_num(last.items as f64),
+            first.items,
+            fmt_ratio(v),
+            goal(v, false, 1.2)
+        );
+    }
 
     let _ = srv.server.close().await;
     let _ = std::fs::remove_dir_all(&dir);
