@@ -141,6 +141,7 @@ fn structured(data: &[u8]) {
         id: "6f1c2b7e-1d2a-4c3b-8a9d-0e1f2a3b4c5d".into(),
         timestamp: "2025-05-30T01:20:00.000Z".into(),
         cwd: "/w".into(),
+        owner: None,
     };
     let mut entries: Vec<SessionEntry> = Vec::new();
     let mut garbage: Vec<(usize, &str)> = Vec::new();

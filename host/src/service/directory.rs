@@ -7,8 +7,13 @@
 //! upserts every phase change), and who created it. An open session with no client and an
 //! idle phase carries an *idle since* instant; the idle reaper (`super::idle`) reads those,
 //! and [`Directory::idle_changed`] wakes it when one starts.
+//!
+//! Each caller sees only the sessions it may see (`super::access`): subscribers are grouped
+//! by their [`Sight`], and each group has its own list, sequence and diffs. An invisible
+//! session is never listed and does not resolve (`session_not_found`), so a prefix cannot
+//! reveal it either.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -19,6 +24,7 @@ use baton_server::{Publisher, ServiceError};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::access::{Rights, Sight};
 use super::errors::too_many_owned;
 use super::publish::{Owner, Subscribers, snapshot};
 use super::wire::{meta_value, phase_text};
@@ -64,12 +70,23 @@ impl Entry {
     }
 }
 
+/// The subscribers that see the same sessions, and the list they were last sent.
 #[derive(Debug)]
-struct Inner {
-    entries: Vec<Entry>,
+struct View {
+    sight: Sight,
     value: Value,
     sequence: u64,
     subscribers: Subscribers,
+    /// `(owner, subscription id)` of each subscriber, to know when the view is unused.
+    members: HashSet<(Owner, String)>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    entries: Vec<Entry>,
+    /// The whole list (every session), for the host itself.
+    value: Value,
+    views: Vec<View>,
     /// Creates in progress, by owner (counted against the owner's limit).
     pending: HashMap<String, usize>,
 }
@@ -122,17 +139,28 @@ impl Drop for OwnerClaim<'_> {
 }
 
 impl Directory {
-    /// A directory of `metas`.
+    /// A directory of `metas`, owned by nobody known.
+    #[cfg(test)]
     pub(crate) fn new(metas: Vec<SessionMeta>) -> Self {
-        let entries = metas.into_iter().map(Entry::new).collect();
+        Self::with_owners(metas.into_iter().map(|m| (m, None)).collect())
+    }
+
+    /// A directory of sessions with their recorded owners.
+    pub(crate) fn with_owners(sessions: Vec<(SessionMeta, Option<String>)>) -> Self {
+        let entries = sessions
+            .into_iter()
+            .map(|(meta, owner)| Entry {
+                owner,
+                ..Entry::new(meta)
+            })
+            .collect();
         let mut inner = Inner {
             entries,
             value: Value::Array(Vec::new()),
-            sequence: 0,
-            subscribers: Subscribers::default(),
+            views: Vec::new(),
             pending: HashMap::new(),
         };
-        inner.value = inner.render();
+        inner.value = inner.render(&Sight::all());
         Self {
             inner: Mutex::new(inner),
             idle: Notify::new(),
@@ -143,11 +171,20 @@ impl Directory {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The canonical id for `id_or_prefix`: an exact id, or a unique prefix of at least
-    /// [`MIN_PREFIX`] characters.
-    pub(crate) fn resolve(&self, id_or_prefix: &str) -> Result<String, ServiceError> {
+    /// The canonical id for `id_or_prefix` among the sessions `rights` sees: an exact id, or
+    /// a unique prefix of at least [`MIN_PREFIX`] characters.
+    pub(crate) fn resolve(
+        &self,
+        id_or_prefix: &str,
+        rights: &Rights,
+    ) -> Result<String, ServiceError> {
         let inner = self.lock();
-        let live = || inner.entries.iter().filter(|e| !e.removing);
+        let live = || {
+            inner
+                .entries
+                .iter()
+                .filter(|e| !e.removing && rights.sees(&e.meta.id, e.owner.as_deref()))
+        };
         if let Some(e) = live().find(|e| e.meta.id == id_or_prefix) {
             return Ok(e.meta.id.clone());
         }
@@ -162,31 +199,72 @@ impl Directory {
         }
     }
 
-    /// The current list.
+    /// The whole list.
     pub(crate) fn value(&self) -> Value {
         self.lock().value.clone()
     }
 
-    /// Registers a subscriber and returns its snapshot.
+    /// The list as `sight` sees it.
+    pub(crate) fn value_for(&self, sight: &Sight) -> Value {
+        self.lock().render(sight)
+    }
+
+    /// Who created session `id`, as recorded (`None`: unknown session or no owner).
+    pub(crate) fn owner_of(&self, id: &str) -> Option<String> {
+        self.lock()
+            .entries
+            .iter()
+            .find(|e| e.meta.id == id)
+            .and_then(|e| e.owner.clone())
+    }
+
+    /// Registers a subscriber that sees what `sight` sees and returns its snapshot.
     pub(crate) fn subscribe(
         &self,
         owner: Owner,
         id: String,
         publisher: Publisher,
+        sight: Sight,
     ) -> SubscriptionSnapshot {
         let mut inner = self.lock();
-        inner.subscribers.add(owner, id, publisher);
-        inner.snapshot()
+        let i = match inner.views.iter().position(|v| v.sight == sight) {
+            Some(i) => i,
+            None => {
+                let value = inner.render(&sight);
+                inner.views.push(View {
+                    sight,
+                    value,
+                    sequence: 0,
+                    subscribers: Subscribers::default(),
+                    members: HashSet::new(),
+                });
+                inner.views.len() - 1
+            }
+        };
+        let view = &mut inner.views[i];
+        view.members.insert((owner, id.clone()));
+        view.subscribers.add(owner, id, publisher);
+        view.snapshot()
     }
 
     /// Forgets one subscriber.
     pub(crate) fn unsubscribe(&self, owner: Owner, id: &str) {
-        self.lock().subscribers.remove(owner, id);
+        let mut inner = self.lock();
+        for v in &mut inner.views {
+            v.subscribers.remove(owner, id);
+            v.members.remove(&(owner, id.to_owned()));
+        }
+        inner.views.retain(|v| !v.members.is_empty());
     }
 
     /// Forgets every subscriber of `owner`.
     pub(crate) fn drop_owner(&self, owner: Owner) {
-        self.lock().subscribers.remove_owner(owner);
+        let mut inner = self.lock();
+        for v in &mut inner.views {
+            v.subscribers.remove_owner(owner);
+            v.members.retain(|(o, _)| *o != owner);
+        }
+        inner.views.retain(|v| !v.members.is_empty());
     }
 
     /// Adds a session or refreshes its metadata.
@@ -344,51 +422,67 @@ impl Directory {
             // A stored permit: the reaper sees it even if it is not waiting yet.
             self.idle.notify_one();
         }
-        let new = inner.render();
-        let ops = diff(&inner.value, &new);
-        if ops.is_empty() {
-            return;
+        // Every view is re-rendered, even when the whole list did not change: recording an
+        // owner changes who sees a session without changing how it is listed.
+        inner.value = inner.render(&Sight::all());
+        let Inner { entries, views, .. } = &mut *inner;
+        for view in views.iter_mut() {
+            let new = render(entries, &view.sight);
+            let ops = diff(&view.value, &new);
+            if ops.is_empty() {
+                continue;
+            }
+            view.value = new;
+            view.sequence += 1;
+            let View {
+                value,
+                sequence,
+                subscribers,
+                ..
+            } = view;
+            let (value, sequence) = (&*value, *sequence);
+            subscribers.publish(MEMBER, sequence, ops, &|| {
+                snapshot(SERVICE, METHODS, vec![(MEMBER, sequence, value.clone())])
+            });
         }
-        inner.value = new;
-        inner.sequence += 1;
-        let Inner {
-            value,
-            sequence,
-            subscribers,
-            ..
-        } = &mut *inner;
-        let (value, sequence) = (&*value, *sequence);
-        subscribers.publish(MEMBER, sequence, ops, &|| {
-            snapshot(SERVICE, METHODS, vec![(MEMBER, sequence, value.clone())])
-        });
     }
 }
 
-impl Inner {
-    /// The published list: newest first (then by id).
-    fn render(&self) -> Value {
-        let mut order: Vec<&Entry> = self.entries.iter().collect();
-        order.sort_by(|a, b| {
-            b.meta
-                .updated_at
-                .cmp(&a.meta.updated_at)
-                .then_with(|| a.meta.id.cmp(&b.meta.id))
-        });
-        Value::Array(
-            order
-                .into_iter()
-                .map(|e| {
-                    let phase = if e.open {
-                        phase_text(e.meta.phase)
-                    } else {
-                        "closed"
-                    };
-                    meta_value(&e.meta, phase, e.attached)
-                })
-                .collect(),
-        )
-    }
+/// The list `sight` sees: newest first (then by id).
+fn render(entries: &[Entry], sight: &Sight) -> Value {
+    let mut order: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| sight.sees(&e.meta.id, e.owner.as_deref()))
+        .collect();
+    order.sort_by(|a, b| {
+        b.meta
+            .updated_at
+            .cmp(&a.meta.updated_at)
+            .then_with(|| a.meta.id.cmp(&b.meta.id))
+    });
+    Value::Array(
+        order
+            .into_iter()
+            .map(|e| {
+                let phase = if e.open {
+                    phase_text(e.meta.phase)
+                } else {
+                    "closed"
+                };
+                meta_value(&e.meta, phase, e.attached)
+            })
+            .collect(),
+    )
+}
 
+impl Inner {
+    /// The list `sight` sees.
+    fn render(&self, sight: &Sight) -> Value {
+        render(&self.entries, sight)
+    }
+}
+
+impl View {
     fn snapshot(&self) -> SubscriptionSnapshot {
         snapshot(
             SERVICE,

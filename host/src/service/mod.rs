@@ -15,6 +15,9 @@
 //! * Every `pi.session` method answers only after the updates describing its effect were
 //!   published, so a client's replica already shows them when the response arrives.
 //! * Runtime errors become wire errors in one place, [`service_error`].
+//! * Every call is checked against the access policy (`access`, `policy`): the listener
+//!   refuses identities with no rights ([`ServerHost::admit`]), the directory lists only
+//!   what the caller may see, and mutating calls need operator rights or ownership.
 //! * The host is bounded ([`ServiceLimits`]): a session with no client and nothing running
 //!   closes after an idle timeout and reopens on the next attach, at most so many sessions
 //!   are open at once, and one identity owns at most so many sessions (`idle`, `limits`).
@@ -24,23 +27,27 @@
 //! [`baton_server::Server::close`] drains quickly; [`ServiceHost::shutdown`] then stops the
 //! pumps and the runtime.
 
+mod access;
 mod directory;
 mod errors;
 mod idle;
 mod limits;
 mod live;
+mod policy;
 mod publish;
 mod server_scope;
 mod session_scope;
 mod wire;
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use baton_protocol::Value;
 use baton_server::{
-    Context, Presentation, ServerHost, ServiceError, SessionHandle, SessionMetadata, Termination,
+    Context, PeerIdentity, Presentation, Server, ServerHost, ServiceError, SessionHandle,
+    SessionMetadata, Termination,
 };
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -50,10 +57,12 @@ pub use limits::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_OPEN_SESSIONS, DEFAULT_MAX_SESSIONS_PER_OWNER, ServiceLimits,
     owner_key,
 };
+pub use policy::{AccessPolicy, Grant, MAX_POLICY_BYTES, Matcher, PolicyError, Role, Ungranted};
 pub use server_scope::ServerServices;
 pub use session_scope::SessionLease;
 pub use wire::session_state_value;
 
+use access::Access;
 use directory::Directory;
 use idle::{OpenSet, Resident};
 use live::LiveSession;
@@ -76,6 +85,8 @@ pub(crate) struct Shared {
     pub(crate) models: Value,
     /// The limits.
     pub(crate) limits: ServiceLimits,
+    /// Who may do what.
+    pub(crate) access: Access,
     /// Sessions whose runtime is open, by session id (`idle`).
     open: Mutex<OpenSet>,
     /// The host side of every handle the server holds, by session id (`idle`).
@@ -125,7 +136,17 @@ impl ServiceHost {
         manager: Arc<SessionManager>,
         limits: ServiceLimits,
     ) -> Result<Self, StoreError> {
-        let metas = manager.list()?;
+        let sessions = manager
+            .list()?
+            .into_iter()
+            .map(|meta| {
+                let owner = manager.owner(&meta.id).unwrap_or_else(|error| {
+                    tracing::warn!(session_id = %meta.id, %error, "cannot read the session's owner; only admins will see it");
+                    None
+                });
+                (meta, owner)
+            })
+            .collect();
         let default = manager.default_model();
         let models = Value::Array(
             manager
@@ -138,9 +159,10 @@ impl ServiceHost {
         Ok(Self {
             shared: Arc::new(Shared {
                 manager,
-                directory: Arc::new(Directory::new(metas)),
+                directory: Arc::new(Directory::with_owners(sessions)),
                 models,
                 limits,
+                access: Access::new(rustix::process::getuid().as_raw()),
                 open: Mutex::new(OpenSet::default()),
                 residents: Mutex::new(HashMap::new()),
                 reaper_started: AtomicBool::new(false),
@@ -159,6 +181,40 @@ impl ServiceHost {
     /// The current `pi.session-directory` list.
     pub fn directory(&self) -> Value {
         self.shared.directory.value()
+    }
+
+    /// Puts `policy` in force for every later connection and call (`None`: the defaults of
+    /// `docs/host.md`, access). Returns which identities it changed the rights of, for
+    /// [`Server::close_connections`]: [`ServiceHost::reload_access`] does both.
+    pub fn set_access_policy(
+        &self,
+        policy: Option<AccessPolicy>,
+    ) -> impl Fn(&PeerIdentity) -> bool + Send + 'static {
+        let current = &self.shared.access;
+        let old = current.replace(policy);
+        let new = current.current();
+        let uid = current.host_uid();
+        move |identity| {
+            access::rights(uid, old.as_ref().as_ref(), Some(identity))
+                != access::rights(uid, new.as_ref().as_ref(), Some(identity))
+        }
+    }
+
+    /// Reads the policy file at `path`, puts it in force, and closes the live connections of
+    /// every identity whose rights it changed (a revoked identity is disconnected; one whose
+    /// rights changed otherwise reconnects under them). This is what `baton-host serve`
+    /// runs on `SIGHUP`. Returns how many connections were closed.
+    ///
+    /// # Errors
+    /// The file cannot be read or is not a valid policy: the policy in force stays.
+    pub fn reload_access(
+        &self,
+        server: &Server<ServiceHost>,
+        path: &Path,
+    ) -> Result<usize, PolicyError> {
+        let policy = AccessPolicy::load(path)?;
+        let changed = self.set_access_policy(Some(policy));
+        Ok(server.close_connections(changed))
     }
 
     /// The limits this host enforces.
@@ -230,6 +286,10 @@ impl ServerHost for ServiceHost {
     type Metadata = SessionKey;
     type Session = HostedSession;
 
+    fn admit(&self, identity: &PeerIdentity) -> Result<(), ServiceError> {
+        self.shared.access.admit(identity)
+    }
+
     async fn attach_client(
         &self,
         presentation: Presentation,
@@ -244,9 +304,13 @@ impl ServerHost for ServiceHost {
     async fn resolve_session(
         &self,
         session_id: &str,
-        _ctx: Context,
+        ctx: Context,
     ) -> Result<SessionKey, ServiceError> {
-        self.shared.directory.resolve(session_id).map(SessionKey)
+        let rights = self.shared.access.rights(ctx.identity());
+        self.shared
+            .directory
+            .resolve(session_id, &rights)
+            .map(SessionKey)
     }
 
     async fn open_session(

@@ -10,7 +10,6 @@ use baton_server::chord::{ControlCall, RemoteServiceError, ServiceCall, ServiceM
 use baton_server::{CallResult, Context, Presentation, Publisher, ServiceAttachment, ServiceError};
 
 use super::errors::{arity, busy, invalid, service_error, string_arg};
-use super::limits::owner_key;
 use super::publish::{Owner, SubscriptionIds, snapshot};
 use super::wire::parse_model;
 use super::{Shared, directory};
@@ -48,7 +47,7 @@ impl ServerServices {
         }
     }
 
-    fn control(&self, call: &ServiceCall, publisher: Publisher) -> CallResult {
+    fn control(&self, call: &ServiceCall, publisher: Publisher, ctx: &Context) -> CallResult {
         match ControlCall::decode(call) {
             Some(ControlCall::Catalogue) => {
                 Ok(Some(catalogue_to_value(&SERVICES.map(|id| {
@@ -73,11 +72,12 @@ impl ServerServices {
                 }
                 self.subscriptions.opened(&subscription_id);
                 let snap = match service_id.as_str() {
-                    directory::SERVICE => {
-                        self.shared
-                            .directory
-                            .subscribe(self.owner, subscription_id, publisher)
-                    }
+                    directory::SERVICE => self.shared.directory.subscribe(
+                        self.owner,
+                        subscription_id,
+                        publisher,
+                        self.shared.access.rights(ctx.identity()).sight(),
+                    ),
                     // Fixed for the host's lifetime: nothing will ever be published.
                     MODELS => snapshot(
                         MODELS,
@@ -104,11 +104,14 @@ impl ServerServices {
         if self.shared.closing.is_cancelled() {
             return Err(ServiceError::server_draining());
         }
-        let options = create_options(args)?;
-        let claim = self.shared.directory.claim(
-            owner_key(ctx.identity()),
-            self.shared.limits.max_sessions_per_owner,
-        )?;
+        let rights = self.shared.access.rights(ctx.identity());
+        rights.check_create()?;
+        let mut options = create_options(args)?;
+        options.owner = Some(rights.key.clone());
+        let claim = self
+            .shared
+            .directory
+            .claim(rights.key, self.shared.limits.max_sessions_per_owner)?;
         let manager = &self.shared.manager;
         let id = manager.create(options).map_err(service_error)?;
         let meta = manager.meta(&id).map_err(service_error)?;
@@ -121,7 +124,12 @@ impl ServerServices {
     async fn remove(&self, args: &[Value], ctx: Context) -> CallResult {
         const USAGE: &str = "[sessionId]";
         arity(args, 1, USAGE)?;
-        let id = self.shared.directory.resolve(string_arg(args, 0, USAGE)?)?;
+        let rights = self.shared.access.rights(ctx.identity());
+        let id = self
+            .shared
+            .directory
+            .resolve(string_arg(args, 0, USAGE)?, &rights)?;
+        rights.check_remove(&id, self.shared.directory.owner_of(&id).as_deref())?;
         if self
             .shared
             .live_session(&id)
@@ -199,7 +207,7 @@ impl ServiceAttachment for ServerServices {
         let args = call.args.as_slice();
         let service = call.service_id.as_str();
         if service == baton_protocol::chord::SERVICE_CONTROL_ID {
-            return self.control(&call, publish);
+            return self.control(&call, publish, &ctx);
         }
         // Upstream's `RemoteServiceProvider.invoke` order: allowlist, instance address, member.
         if !SERVICES.contains(&service) {
@@ -224,7 +232,8 @@ impl ServiceAttachment for ServerServices {
             (MANAGEMENT, "remove") => self.remove(args, ctx).await,
             (directory::SERVICE, "list") => {
                 arity(args, 0, "[]")?;
-                Ok(Some(self.shared.directory.value()))
+                let sight = self.shared.access.rights(ctx.identity()).sight();
+                Ok(Some(self.shared.directory.value_for(&sight)))
             }
             (MODELS, "list") => {
                 arity(args, 0, "[]")?;

@@ -19,6 +19,16 @@ use crate::provider::{ModelRef, ThinkingLevel};
 use crate::session::{MAX_PAGE_ITEMS, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES, MAX_READ_BYTES};
 use crate::value::read_string;
 
+/// The `pi.session` methods that change the session (a viewer may call none of them).
+const MUTATING: &[&str] = &[
+    "prompt",
+    "steer",
+    "abort",
+    "setModel",
+    "setThinking",
+    "bash",
+];
+
 /// A connection's lease on a hosted session.
 #[derive(Debug)]
 pub struct SessionLease {
@@ -79,6 +89,15 @@ impl SessionLease {
     }
 
     async fn method(&self, member: &str, args: &[Value], ctx: &Context) -> CallResult {
+        // Access (`super::access`): reading needs only sight of the session, which attaching
+        // required; everything that changes it needs operator rights or ownership.
+        if MUTATING.contains(&member) {
+            let owner = self.shared.directory.owner_of(&self.live.id);
+            self.shared
+                .access
+                .rights(ctx.identity())
+                .check_operate(&self.live.id, owner.as_deref())?;
+        }
         let session = &self.live.session;
         let result = match member {
             "prompt" => {

@@ -34,6 +34,12 @@ pub struct SessionHeader {
     pub timestamp: String,
     /// Working directory.
     pub cwd: String,
+    /// Who created the session: the creating connection's identity key
+    /// (`service::owner_key`, e.g. `tls:sha256=<hex>`). Absent in files written before
+    /// owners were recorded, and for sessions created in process without a peer; such
+    /// sessions are visible only to admins (`docs/host.md`, access).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// One entry of the tree.

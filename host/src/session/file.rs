@@ -43,6 +43,10 @@ use super::entry::{EntryKind, FORMAT_VERSION, SessionEntry, SessionHeader};
 use super::error::StoreError;
 use crate::clock::format_iso8601;
 
+/// Longest header line [`SessionFile::read_header`] reads (a header is a few hundred bytes;
+/// the working directory and owner key are its only variable parts).
+pub(crate) const MAX_HEADER_BYTES: u64 = 64 * 1024;
+
 /// What [`SessionFile::open`] found.
 #[derive(Debug)]
 pub struct Loaded {
@@ -90,6 +94,21 @@ impl SessionFile {
         cwd: &Path,
         now_ms: u64,
     ) -> Result<Self, StoreError> {
+        Self::create_owned(dir, id, cwd, now_ms, None)
+    }
+
+    /// As [`SessionFile::create`], recording `owner` (the creating identity's key) in the
+    /// header.
+    ///
+    /// # Errors
+    /// As [`SessionFile::create`].
+    pub fn create_owned(
+        dir: &SessionsDir,
+        id: &str,
+        cwd: &Path,
+        now_ms: u64,
+        owner: Option<&str>,
+    ) -> Result<Self, StoreError> {
         let path = dir.path().join(format!("{id}.jsonl"));
         let header = SessionHeader {
             kind: "session".into(),
@@ -97,6 +116,7 @@ impl SessionFile {
             id: id.to_owned(),
             timestamp: format_iso8601(now_ms),
             cwd: cwd.display().to_string(),
+            owner: owner.map(str::to_owned),
         };
         let mut line = serde_json::to_vec(&header).map_err(StoreError::Encode)?;
         line.push(b'\n');
@@ -240,6 +260,35 @@ impl SessionFile {
         }
         let bytes = fs::read(path).map_err(io)?;
         parse(path, &bytes)
+    }
+
+    /// Reads only the header (the first line, at most 64 KiB) of the file at
+    /// `path`, without opening it for writing.
+    ///
+    /// # Errors
+    /// [`StoreError::BadHeader`] if the path is not a regular file or its first line is not
+    /// a session header; I/O failures.
+    pub fn read_header(path: &Path) -> Result<SessionHeader, StoreError> {
+        let io = |e: io::Error| StoreError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        };
+        let bad = || StoreError::BadHeader(path.display().to_string());
+        let meta = fs::symlink_metadata(path).map_err(io)?;
+        if !meta.is_file() {
+            return Err(bad());
+        }
+        let mut first = Vec::new();
+        fs::File::open(path)
+            .map_err(io)?
+            .take(MAX_HEADER_BYTES)
+            .read_to_end(&mut first)
+            .map_err(io)?;
+        let end = first.iter().position(|b| *b == b'\n').ok_or_else(bad)?;
+        serde_json::from_slice::<SessionHeader>(&first[..end])
+            .ok()
+            .filter(|h| h.kind == "session")
+            .ok_or_else(bad)
     }
 
     /// A fresh entry id (8 lowercase hex digits, increasing).

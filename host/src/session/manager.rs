@@ -76,6 +76,8 @@ pub struct CreateOptions {
     pub model: Option<ModelRef>,
     /// Reasoning effort.
     pub thinking_level: Option<ThinkingLevel>,
+    /// The creating identity's key, recorded in the header (`service::owner_key`).
+    pub owner: Option<String>,
 }
 
 /// The host's sessions.
@@ -138,7 +140,7 @@ impl SessionManager {
         let now = self.clock.now_ms();
         let (id, mut file) = loop {
             let id = new_session_id();
-            match SessionFile::create(&self.dir, &id, &cwd, now) {
+            match SessionFile::create_owned(&self.dir, &id, &cwd, now, options.owner.as_deref()) {
                 Ok(f) => break (id, f),
                 Err(StoreError::Exists(_)) => {}
                 Err(e) => return Err(e.into()),
@@ -265,6 +267,26 @@ impl SessionManager {
         self.meta_from_file(id, &self.file_path(id))
             .map_err(|e| match e {
                 StoreError::NotFound(_) => SessionError::UnknownSession(id.to_owned()),
+                StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                    SessionError::UnknownSession(id.to_owned())
+                }
+                other => SessionError::Store(other),
+            })
+    }
+
+    /// Who created session `id`, as its header records (`None` for sessions created before
+    /// owners were recorded, or without a peer). Reads only the header.
+    ///
+    /// # Errors
+    /// [`SessionError::UnknownSession`] for an invalid or missing id; [`SessionError::Store`]
+    /// when the header cannot be read.
+    pub fn owner(&self, id: &str) -> Result<Option<String>, SessionError> {
+        if !is_canonical_uuid_v4(id) {
+            return Err(SessionError::UnknownSession(id.to_owned()));
+        }
+        SessionFile::read_header(&self.file_path(id))
+            .map(|h| h.owner)
+            .map_err(|e| match e {
                 StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                     SessionError::UnknownSession(id.to_owned())
                 }
