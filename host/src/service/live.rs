@@ -2,10 +2,12 @@
 //!
 //! The published state is derived from the runtime's one transcript as it changes: the
 //! [`LiveSession`]'s observer is called by the session under its lock for every change,
-//! maps the change to ops over the published window ([`Window::ops`]) and publishes one state
-//! update at once. Nothing is queued between the runtime and the subscribers, so the
-//! published state can neither lag behind nor need re-baselining, and no copy of the state
-//! is kept here: a subscriber's snapshot is built from the runtime's transcript (the window
+//! maps the change to ops over the published window ([`Window::ops`]) and publishes them.
+//! Only streamed text waits: its appends are folded into one update until the pump runs (or
+//! any other change, or a new subscriber, comes first), because a subscriber's backlog is
+//! counted in updates; everything else is published before the session lock is released, so a
+//! method's answer never overtakes its effect. The published state can neither fall behind by
+//! more than those appends nor need re-baselining, and no copy of the state is kept here: a subscriber's snapshot is built from the runtime's transcript (the window
 //! only, under the same lock), so a snapshot and the updates after it can never overlap or
 //! leave a gap.
 //!
@@ -52,6 +54,8 @@ pub(crate) struct Published {
     state: Mutex<PublishedState>,
     /// Set when the directory entry (phase, model, `updatedAt`) may have changed.
     meta_changed: Notify,
+    /// Set when streamed text is waiting in `pending`.
+    flush_wanted: Notify,
     session_id: String,
 }
 
@@ -60,6 +64,25 @@ struct PublishedState {
     window: Window,
     sequence: u64,
     subscribers: Subscribers,
+    /// Ops of streamed text not yet published: appends wait for the pump (or the next other
+    /// change, or a new subscriber) so that tokens arriving faster than the pump runs fold
+    /// into one update, as a subscriber's backlog counts updates, not bytes.
+    pending: Vec<Op>,
+}
+
+impl PublishedState {
+    /// Publishes `pending` as one update; `view` is the state it leads to.
+    fn flush(&mut self, view: &TranscriptView<'_>) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let ops = std::mem::take(&mut self.pending);
+        self.sequence += 1;
+        let (window, sequence) = (&self.window, self.sequence);
+        self.subscribers.publish(MEMBER, sequence, ops, &|| {
+            session_snapshot(window, view, sequence)
+        });
+    }
 }
 
 impl Published {
@@ -91,17 +114,20 @@ impl SessionObserver for Published {
                 }
             }
         };
-        if !ops.is_empty() {
-            p.sequence += 1;
-            let PublishedState {
-                window,
-                sequence,
-                subscribers,
-            } = p;
-            let (window, sequence) = (&*window, *sequence);
-            subscribers.publish(MEMBER, sequence, ops, &|| {
-                session_snapshot(window, view, sequence)
-            });
+        let streamed_text = matches!(
+            change,
+            Change::TextAppended { .. } | Change::ThinkingAppended { .. }
+        );
+        let was_empty = p.pending.is_empty();
+        for op in ops {
+            push_coalesced(&mut p.pending, op);
+        }
+        if !streamed_text {
+            // Every other change (and so every method's effect) is published before the
+            // session lock is released: a call's answer never overtakes it.
+            p.flush(view);
+        } else if was_empty && !p.pending.is_empty() {
+            self.flush_wanted.notify_one();
         }
         if touches_directory(change) {
             self.meta_changed.notify_one();
@@ -149,8 +175,10 @@ impl LiveSession {
                     window,
                     sequence: 0,
                     subscribers: Subscribers::default(),
+                    pending: Vec::new(),
                 }),
                 meta_changed: Notify::new(),
+                flush_wanted: Notify::new(),
                 session_id,
             }))
         })?;
@@ -198,6 +226,9 @@ impl LiveSession {
     ) -> Result<SubscriptionSnapshot, MapError> {
         self.session.with_view(|view| {
             let mut p = self.published.lock();
+            // The snapshot shows the pending text: publish it to the others first, so the
+            // new subscriber's updates start after it.
+            p.flush(view);
             let snap = session_snapshot_checked(&p.window, view, p.sequence)?;
             p.subscribers.add(owner, id, publisher);
             Ok(snap)
@@ -262,17 +293,38 @@ fn touches_directory(change: Change<'_>) -> bool {
     )
 }
 
-/// Keeps `live`'s directory entry current until stopped. The published state itself needs no
-/// task: it is updated as the session changes.
+/// Until stopped: publishes streamed text that is waiting (everything queued since it last
+/// ran, as one update), and keeps `live`'s directory entry current.
 pub(crate) async fn pump(live: Arc<LiveSession>, changes: MetaChanges) {
+    let published = &changes.0;
     loop {
         tokio::select! {
             biased;
             () = live.stop.cancelled() => return,
-            () = changes.0.meta_changed.notified() => {}
+            () = published.flush_wanted.notified() => {
+                live.session.with_view(|view| published.lock().flush(view));
+            }
+            () = published.meta_changed.notified() => {
+                live.directory.upsert(live.session.meta());
+            }
         }
-        live.directory.upsert(live.session.meta());
     }
+}
+
+/// Appends `op` to `ops`, merging it into the previous op when both append to the same
+/// string (a run of deltas to one block becomes one `a`).
+fn push_coalesced(ops: &mut Vec<Op>, op: Op) {
+    if let Op::Append { path, text } = &op
+        && let Some(Op::Append {
+            path: last_path,
+            text: last_text,
+        }) = ops.last_mut()
+        && last_path == path
+    {
+        last_text.push_str(text);
+        return;
+    }
+    ops.push(op);
 }
 
 #[cfg(test)]
