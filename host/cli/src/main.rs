@@ -85,7 +85,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match command {
             Command::Serve(s) => serve::run(*s).await,
-            Command::Certs { out } => certs::run(&out),
+            Command::Certs(c) => certs::run(&c),
             Command::Demo => demo::run().await,
         }
     });
