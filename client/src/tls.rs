@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 /// Where TLS trust and identity come from.
 #[derive(Debug, Clone, Default)]
@@ -17,7 +17,9 @@ pub struct TlsOptions {
     pub client_cert: Option<PathBuf>,
     /// PEM private key for `client_cert`.
     pub client_key: Option<PathBuf>,
-    /// Name to verify in the server certificate instead of the endpoint's host.
+    /// Name to verify in the server certificate instead of the endpoint's host: for a
+    /// tunnel or an address, e.g. `tls://127.0.0.1:17879` with `build-box.example`. A DNS
+    /// name or an IP address; checked when the configuration is built.
     pub server_name: Option<String>,
 }
 
@@ -43,6 +45,17 @@ pub enum TlsConfigError {
     /// rustls refused the configuration (e.g. a key that does not match the certificate).
     #[error("invalid TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
+    /// [`TlsOptions::server_name`] is neither a DNS name nor an IP address.
+    #[error("{0:?} is not a valid TLS server name (expected a DNS name or an IP address)")]
+    ServerName(String),
+}
+
+impl TlsOptions {
+    /// The name verified in the server certificate of a `tls://` endpoint at `host`:
+    /// [`server_name`](Self::server_name) when set, else `host`.
+    pub fn verified_name<'a>(&'a self, host: &'a str) -> &'a str {
+        self.server_name.as_deref().unwrap_or(host)
+    }
 }
 
 fn pem_err(what: &'static str, path: &Path, reason: impl ToString) -> TlsConfigError {
@@ -74,6 +87,10 @@ fn load_certs(
 pub(crate) fn client_config(
     options: &TlsOptions,
 ) -> Result<Arc<rustls::ClientConfig>, TlsConfigError> {
+    if let Some(name) = &options.server_name {
+        ServerName::try_from(name.as_str())
+            .map_err(|_| TlsConfigError::ServerName(name.clone()))?;
+    }
     let mut roots = RootCertStore::empty();
     match &options.ca_file {
         Some(path) => {
@@ -111,4 +128,61 @@ pub(crate) fn client_config(
         _ => return Err(TlsConfigError::IncompleteIdentity),
     };
     Ok(Arc::new(config))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        reason = "test code: a failed unwrap is a failed test"
+    )]
+
+    use super::*;
+    use crate::{ClientConfig, Endpoint};
+
+    /// Options with the platform trust store and `server_name`.
+    fn options_with(server_name: Option<&str>) -> TlsOptions {
+        TlsOptions {
+            server_name: server_name.map(str::to_owned),
+            ..TlsOptions::default()
+        }
+    }
+
+    #[test]
+    fn the_server_name_overrides_the_endpoint_host_for_verification() {
+        let Endpoint::Tls { host, .. } = "tls://127.0.0.1:17879".parse().unwrap() else {
+            panic!("not a tls endpoint");
+        };
+        let mut config = ClientConfig::new("tls://127.0.0.1:17879".parse().unwrap());
+        assert_eq!(config.tls.verified_name(&host), "127.0.0.1");
+        config.tls.server_name = Some("build-box.example".to_owned());
+        assert_eq!(config.tls.verified_name(&host), "build-box.example");
+    }
+
+    #[test]
+    fn an_invalid_server_name_is_refused_before_connecting() {
+        for bad in ["", "bad name", "a..b", "build-box.example:7879"] {
+            let err = client_config(&options_with(Some(bad))).unwrap_err();
+            assert!(
+                matches!(&err, TlsConfigError::ServerName(n) if n == bad),
+                "{bad:?}: {err}"
+            );
+            assert!(
+                err.to_string().contains("not a valid TLS server name"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn dns_names_and_ip_addresses_are_valid_server_names() {
+        for good in ["build-box.example", "localhost", "10.0.0.7", "::1"] {
+            // Past the name check, the only possible failure is the trust store (a machine
+            // without platform roots), never the name.
+            match client_config(&options_with(Some(good))) {
+                Ok(_) | Err(TlsConfigError::NoRoots(_)) => {}
+                Err(e) => panic!("{good:?}: {e}"),
+            }
+        }
+    }
 }

@@ -24,6 +24,9 @@ options:
   --ca FILE         PEM CA certificates to trust for tls:// (default: system roots)
   --cert FILE       PEM client certificate for mutual TLS (with --key)
   --key FILE        PEM private key for --cert
+  --server-name N   name to verify in the server certificate instead of the --connect
+                    host, for tunnels: --connect tls://127.0.0.1:17879
+                    --server-name build-box.example (default: $BATON_SERVER_NAME)
   --server-id UUID  refuse any other server
   --timeout SECS    per-request timeout (default: none for prompts, 30 for other calls)
   --json            machine-readable output (one JSON value per line)
@@ -62,6 +65,7 @@ pub(crate) struct Args {
     pub(crate) ca: Option<PathBuf>,
     pub(crate) cert: Option<PathBuf>,
     pub(crate) key: Option<PathBuf>,
+    pub(crate) server_name: Option<String>,
     pub(crate) server_id: Option<String>,
     pub(crate) timeout_secs: Option<f64>,
     pub(crate) json: bool,
@@ -88,6 +92,7 @@ pub(crate) fn parse(argv: impl IntoIterator<Item = String>) -> Result<Args, Usag
             "--ca" => args.ca = Some(value(&mut it, &a)?.into()),
             "--cert" => args.cert = Some(value(&mut it, &a)?.into()),
             "--key" => args.key = Some(value(&mut it, &a)?.into()),
+            "--server-name" => args.server_name = Some(value(&mut it, &a)?),
             "--server-id" => args.server_id = Some(value(&mut it, &a)?),
             "--json" => args.json = true,
             "--timeout" => {
@@ -187,6 +192,19 @@ mod tests {
                 session: "abc".into(),
                 text: "hello there".into()
             })
+        );
+    }
+
+    #[test]
+    fn server_name_is_a_global_option() {
+        let a =
+            p("--connect tls://127.0.0.1:17879 sessions --server-name build-box.example").unwrap();
+        assert_eq!(a.server_name.as_deref(), Some("build-box.example"));
+        assert!(
+            p("sessions --server-name")
+                .unwrap_err()
+                .0
+                .contains("needs a value")
         );
     }
 

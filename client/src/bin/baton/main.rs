@@ -55,10 +55,14 @@ impl From<RequestError> for Failure {
 
 impl From<ConnectError> for Failure {
     fn from(e: ConnectError) -> Self {
-        Self {
-            status: 3,
-            message: e.to_string(),
+        let mut message = e.to_string();
+        if matches!(&e, ConnectError::Tls { reason, .. } if reason.contains("not valid for name")) {
+            message.push_str(
+                " (reaching the host by address or through a tunnel? pass --server-name with a \
+                 name its certificate lists)",
+            );
         }
+        Self { status: 3, message }
     }
 }
 
@@ -122,12 +126,24 @@ async fn run(args: Args) -> Result<(), Failure> {
 }
 
 fn base_config(args: &Args, endpoint: Endpoint) -> Result<ClientConfig, Failure> {
+    let tls = matches!(endpoint, Endpoint::Tls { .. });
+    if args.server_name.is_some() && !tls {
+        return Err(Failure {
+            status: 2,
+            message: format!("--server-name only applies to tls:// endpoints, not {endpoint}"),
+        });
+    }
+    // The environment fallback is ignored for other endpoints, like --ca.
+    let server_name = args
+        .server_name
+        .clone()
+        .or_else(|| std::env::var("BATON_SERVER_NAME").ok().filter(|_| tls));
     let mut config = ClientConfig::new(endpoint);
     config.tls = TlsOptions {
         ca_file: args.ca.clone(),
         client_cert: args.cert.clone(),
         client_key: args.key.clone(),
-        server_name: None,
+        server_name,
     };
     if let Some(id) = &args.server_id {
         config.expected_server_id = Some(ServerId::parse(id).map_err(|_| Failure {
