@@ -12,133 +12,18 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
-use std::sync::OnceLock;
+use std::process::Stdio;
 
 use baton_client::{Client, ClientConfig, Endpoint};
 use baton_protocol::chord::ServiceMode;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::process::{ChildStdout, Command};
 
-use state::*;
+use common::state::*;
+use common::{HOST, HostProcess, baton, cli, run};
 
-/// The hang guard and `pi.session` state readers the in-process suites use.
-#[path = "../../tests/e2e/state.rs"]
-mod state;
-
-const HOST: &str = env!("CARGO_BIN_EXE_baton-host");
-
-/// The `baton` binary of the client package: `<target>/<profile>/baton`, built first (a
-/// binary of another package is not built for this package's tests).
-fn baton() -> &'static Path {
-    static BATON: OnceLock<PathBuf> = OnceLock::new();
-    BATON.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        // <target>/<profile>/deps/process-<hash>
-        let profile_dir = exe.parent().unwrap().parent().unwrap();
-        let target_dir = profile_dir.parent().unwrap();
-        let mut build = std::process::Command::new(env!("CARGO"));
-        build
-            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-            .args([
-                "build",
-                "-q",
-                "-p",
-                "baton-client",
-                "--bin",
-                "baton",
-                "--target-dir",
-            ])
-            .arg(target_dir);
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        let status = build.status().unwrap();
-        assert!(status.success(), "building the baton CLI failed");
-        let path = profile_dir.join("baton");
-        assert!(path.exists(), "{} missing after the build", path.display());
-        path
-    })
-}
-
-/// A running `baton-host serve`.
-struct HostProcess {
-    child: Child,
-    lines: Lines<BufReader<ChildStdout>>,
-    url: String,
-    server_id: String,
-}
-
-impl HostProcess {
-    async fn start(args: &[&str], env: &[(&str, &Path)]) -> Self {
-        let mut cmd = Command::new(HOST);
-        cmd.arg("serve")
-            .args(args)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true);
-        for (k, val) in env {
-            cmd.env(k, val);
-        }
-        let mut child = cmd.spawn().unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = guard("listening line", lines.next_line())
-            .await
-            .unwrap()
-            .expect("the host exited before listening");
-        let words: Vec<&str> = line.split(' ').collect();
-        assert!(
-            matches!(words.as_slice(), ["listening", _, "server-id", _]),
-            "unexpected first line {line:?}"
-        );
-        Self {
-            url: words[1].to_owned(),
-            server_id: words[3].to_owned(),
-            child,
-            lines,
-        }
-    }
-
-    /// A host listening in `<dir>/sock` with its sessions in `<dir>/sessions`.
-    async fn in_dir(dir: &Path) -> Self {
-        Self::start(
-            &[
-                "--listen",
-                &format!("unix://{}", dir.join("sock").display()),
-                "--sessions-dir",
-                &dir.join("sessions").display().to_string(),
-            ],
-            &[],
-        )
-        .await
-    }
-
-    fn signal(&self, signal: rustix::process::Signal) {
-        let pid = self.child.id().and_then(|p| i32::try_from(p).ok()).unwrap();
-        rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), signal)
-            .unwrap();
-    }
-
-    /// SIGTERM, then the exit status (the drain must finish).
-    async fn terminate(mut self) -> ExitStatus {
-        self.signal(rustix::process::Signal::TERM);
-        let rest = guard("host output after SIGTERM", async {
-            let mut rest = Vec::new();
-            while let Some(l) = self.lines.next_line().await.unwrap() {
-                rest.push(l);
-            }
-            rest
-        })
-        .await;
-        assert!(rest.is_empty(), "unexpected output {rest:?}");
-        guard("host exit", self.child.wait()).await.unwrap()
-    }
-
-    fn socket(&self) -> PathBuf {
-        PathBuf::from(self.url.strip_prefix("unix://").unwrap())
-    }
-}
+/// The binaries, the host process and the hang-guarded runner, shared with `remote_tls.rs`.
+mod common;
 
 /// A FIFO at `<dir>/gate`: a tool running `cat` on it blocks until the test writes to it.
 fn make_fifo(dir: &Path) -> PathBuf {
@@ -149,27 +34,6 @@ fn make_fifo(dir: &Path) -> PathBuf {
         .unwrap();
     assert!(made.success());
     fifo
-}
-
-/// Runs `cmd` to completion (stdin closed, hang-guarded): status, stdout, stderr.
-async fn run(what: &str, cmd: &mut Command) -> (ExitStatus, String, String) {
-    let out = guard(what, cmd.stdin(Stdio::null()).kill_on_drop(true).output())
-        .await
-        .unwrap();
-    (
-        out.status,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// Runs `baton --connect <url> args…` to completion.
-async fn cli(url: &str, args: &[&str]) -> (ExitStatus, String, String) {
-    run(
-        &format!("baton {args:?}"),
-        Command::new(baton()).arg("--connect").arg(url).args(args),
-    )
-    .await
 }
 
 /// `baton create` → the new session id.
