@@ -11,7 +11,7 @@ use baton_host::models::{ModelInfo, ModelRegistry};
 use baton_host::provider::ModelRef;
 use baton_host::provider::openai::{OpenAiConfig, OpenAiProvider};
 use baton_host::provider::scripted::ScriptedConfig;
-use baton_host::service::{ServiceHost, ServiceLimits};
+use baton_host::service::{AccessPolicy, ServiceHost, ServiceLimits};
 use baton_host::session::{HostConfig, SessionManager};
 use baton_host::tool::confinement_status;
 use baton_protocol::{ServerId, unix};
@@ -31,6 +31,13 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::from_error("cannot watch SIGINT", &e))?;
     let mut terminate = signal(SignalKind::terminate())
         .map_err(|e| Failure::from_error("cannot watch SIGTERM", &e))?;
+    let mut hangup =
+        signal(SignalKind::hangup()).map_err(|e| Failure::from_error("cannot watch SIGHUP", &e))?;
+    // A bad policy file is a start-up error, before anything listens.
+    let policy = match &args.access {
+        Some(path) => Some(AccessPolicy::load(path).map_err(|e| Failure::new(e.to_string()))?),
+        None => None,
+    };
 
     let sessions_dir = match &args.sessions_dir {
         Some(d) => d.clone(),
@@ -64,6 +71,9 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
     }
     let host = ServiceHost::with_limits(Arc::new(manager), limits)
         .map_err(|e| Failure::from_error("cannot list sessions", &e))?;
+    let has_policy = policy.is_some();
+    // Nothing is connected yet: there is nobody to disconnect.
+    let _ = host.set_access_policy(policy);
 
     let mut server_config = ServerConfig::new(server_id.clone());
     if let Some(ms) = args.handshake_timeout_ms {
@@ -73,6 +83,11 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
         server_config.max_frame_length = n;
     }
     let listeners = listeners(&args, &server_id)?;
+    if !has_policy && listeners.iter().any(|l| matches!(l, Listener::Tcp(_))) {
+        tracing::warn!(
+            "plain TCP listener without --access: any local account can connect to it and run commands as this user"
+        );
+    }
     let server = Server::start(server_config, host.clone(), listeners)
         .await
         .map_err(|e| Failure::from_error("cannot start the server", &e))?;
@@ -90,9 +105,18 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
         "serving"
     );
 
-    tokio::select! {
-        _ = interrupt.recv() => tracing::info!("SIGINT: draining"),
-        _ = terminate.recv() => tracing::info!("SIGTERM: draining"),
+    loop {
+        tokio::select! {
+            _ = interrupt.recv() => {
+                tracing::info!("SIGINT: draining");
+                break;
+            }
+            _ = terminate.recv() => {
+                tracing::info!("SIGTERM: draining");
+                break;
+            }
+            _ = hangup.recv() => reload_access(&host, &server, args.access.as_deref()),
+        }
     }
     host.begin_shutdown();
     if let Err(error) = server.close().await {
@@ -101,6 +125,25 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
     host.shutdown().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// `SIGHUP`: reads the `--access` file again and puts it in force without dropping anyone
+/// but the identities whose rights it changed. A bad file keeps the old policy.
+fn reload_access(host: &ServiceHost, server: &Server<ServiceHost>, path: Option<&Path>) {
+    let Some(path) = path else {
+        tracing::info!("SIGHUP: no --access file to reload");
+        return;
+    };
+    match host.reload_access(server, path) {
+        Ok(closed) => tracing::info!(
+            path = %path.display(),
+            closed_connections = closed,
+            "SIGHUP: access policy reloaded"
+        ),
+        Err(error) => {
+            tracing::error!(%error, "SIGHUP: access policy not reloaded; the old one stays in force")
+        }
+    }
 }
 
 /// `$XDG_DATA_HOME/baton/sessions`, else `~/.local/share/baton/sessions`.
