@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use baton_protocol::ServerId;
 
+use crate::certs::{CertsArgs, ClientName, San};
+
 pub(crate) const USAGE: &str = "\
 usage: baton-host <command> [options]
 
@@ -11,8 +13,14 @@ Run the agent host that baton clients attach to.
 
 commands:
   serve            serve sessions until SIGINT/SIGTERM (then drain and exit 0)
-  certs --out DIR  write a development CA, a server and a client certificate (PEM) for
-                   mutual TLS: ca.pem, server.pem, server.key, client.pem, client.key
+  certs --out DIR [--san NAME]…
+                   write a CA for mutual TLS (ca.pem, ca.key), a server certificate
+                   (server.pem, server.key) for the --san DNS names and IP addresses
+                   (without --san: localhost, 127.0.0.1 and ::1), and a client
+                   certificate (client.pem, client.key); keep ca.key off client machines
+  certs --out DIR --client NAME
+                   sign one more client certificate, NAME.pem and NAME.key (CN=NAME),
+                   with the CA in DIR and print its SHA-256 fingerprint
   demo             start an embedded host on a temporary socket, create a session, and
                    stream a scripted conversation with a tool call through the protocol
 
@@ -94,7 +102,7 @@ pub(crate) struct ServeArgs {
 #[derive(Debug, Clone)]
 pub(crate) enum Command {
     Serve(Box<ServeArgs>),
-    Certs { out: PathBuf },
+    Certs(CertsArgs),
     Demo,
 }
 
@@ -182,16 +190,32 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, U
             Ok(Command::Serve(Box::new(s)))
         }
         "certs" => {
-            let mut out = None;
+            let (mut out, mut sans, mut client) = (None, Vec::new(), None);
             while let Some(flag) = it.next() {
                 match flag.as_str() {
                     "--out" => out = Some(PathBuf::from(value(&mut it, &flag)?)),
+                    "--san" => sans.push(San::parse(&value(&mut it, &flag)?).map_err(UsageError)?),
+                    "--client" if client.is_some() => {
+                        return Err(UsageError("--client is given once per run".into()));
+                    }
+                    "--client" => {
+                        client =
+                            Some(ClientName::parse(&value(&mut it, &flag)?).map_err(UsageError)?);
+                    }
                     h if help(h) => return Err(UsageError(String::new())),
                     other => return Err(UsageError(format!("unknown certs option {other}"))),
                 }
             }
             let out = out.ok_or_else(|| UsageError("certs needs --out DIR".into()))?;
-            Ok(Command::Certs { out })
+            Ok(Command::Certs(match client {
+                None => CertsArgs::Create { out, sans },
+                Some(_) if !sans.is_empty() => {
+                    return Err(UsageError(
+                        "--san names the server certificate, which --client does not write".into(),
+                    ));
+                }
+                Some(client) => CertsArgs::Issue { out, client },
+            }))
         }
         "demo" => match it.next() {
             None => Ok(Command::Demo),
@@ -243,6 +267,27 @@ mod tests {
     }
 
     #[test]
+    fn certs_options_parse() {
+        let Ok(Command::Certs(CertsArgs::Create { out, sans })) =
+            p("certs --out pki --san build-box.example --san 10.0.0.7")
+        else {
+            panic!("certs did not parse");
+        };
+        assert_eq!(out, PathBuf::from("pki"));
+        assert_eq!(
+            sans,
+            [
+                San::Dns("build-box.example".into()),
+                San::Ip("10.0.0.7".parse().unwrap())
+            ]
+        );
+        assert!(matches!(
+            p("certs --client bob --out pki"),
+            Ok(Command::Certs(CertsArgs::Issue { client, .. })) if client == ClientName::parse("bob").unwrap()
+        ));
+    }
+
+    #[test]
     fn bad_command_lines_are_usage_errors() {
         for line in [
             "",
@@ -255,6 +300,10 @@ mod tests {
             "serve --max-open-sessions 0",
             "serve --idle-timeout-secs -1",
             "certs",
+            "certs --out d --san bad/name",
+            "certs --out d --client ../ca",
+            "certs --out d --client a --client b",
+            "certs --out d --client bob --san box.example",
             "demo now",
         ] {
             assert!(p(line).is_err(), "{line:?} parsed");
