@@ -424,7 +424,18 @@ try {
       if (item?.role === "assistant") textLengths.push(textOf(item).length);
     });
     const prompt = "hello from the upstream client, please stream a reply";
+    const mark = main.tap.log.length;
     const result = await session.prompt(prompt, CTX);
+    // On the wire the update that settles the turn comes before the prompt's answer; chord's
+    // facade applies delivered updates on a later tick than the answer resolves, so the
+    // replica is read once it has caught up.
+    const frames = main.tap.log.items.slice(mark).filter((e) => e.dir === "in");
+    const answerAt = frames.findIndex((e) => e.message.type === "response" && e.message.result?.stopReason === "stop");
+    const idleAt = frames.findIndex(
+      (e) => e.message.type === "service_update" && JSON.stringify(e.message.update.ops ?? []).includes('"idle"'),
+    );
+    assert.ok(idleAt >= 0 && idleAt < answerAt, `phase idle update #${idleAt}, prompt answer #${answerAt}`);
+    await waitForState(session.state, settled);
     stop();
     assert.deepEqual(plain(result), { stopReason: "stop" });
     const updates = deliveries.filter((d) => d.kind === "update");
@@ -513,7 +524,7 @@ try {
     );
     const result = await sessionA.session.prompt("run `echo shared`", CTX);
     assert.deepEqual(plain(result), { stopReason: "stop" });
-    const finalA = plain(sessionA.session.state.value);
+    const finalA = plain(await waitForState(sessionA.session.state, settled));
     const finalB = plain(
       await waitForState(
         sessionB.session.state,
