@@ -51,6 +51,13 @@ fn write_fifo(fifo: PathBuf, text: &'static str) {
 }
 
 /// Whether `pid` is a live process (a zombie has already exited).
+/// A descriptor that becomes readable when process `pid` exits (a pidfd).
+fn exit_watch(pid: u32) -> tokio::io::unix::AsyncFd<std::os::fd::OwnedFd> {
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
+    let fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).unwrap();
+    tokio::io::unix::AsyncFd::new(fd).unwrap()
+}
+
 fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => {
@@ -95,6 +102,9 @@ async fn cancelling_a_bash_request_kills_its_process_group_and_answers_cancelled
         .parse()
         .unwrap();
     assert!(alive(pid), "the command runs until cancelled");
+    // Readable once the process has exited: the FIFO's end of file can come a moment before
+    // (its descriptors close early in the kernel's exit path).
+    let exit = exit_watch(pid);
 
     raw.cancel(&request, &session).await;
     assert_eq!(
@@ -102,6 +112,9 @@ async fn cancelling_a_bash_request_kills_its_process_group_and_answers_cancelled
         Outcome::Error(WireError::new("cancelled", "RPC request cancelled"))
     );
     guard("every process holding the FIFO exits", gone)
+        .await
+        .unwrap();
+    let _exited = guard("the command's process exits", exit.readable())
         .await
         .unwrap();
     assert!(!alive(pid), "process {pid} survived the cancel");
