@@ -242,8 +242,12 @@ fn event_json(event: &LoopEvent) -> serde_json::Value {
 }
 
 impl RunContext for Recorder {
-    fn messages(&self) -> Vec<AgentMessage> {
-        lock(&self.transcript).clone()
+    fn messages(&self) -> Vec<Arc<AgentMessage>> {
+        lock(&self.transcript)
+            .iter()
+            .cloned()
+            .map(Arc::new)
+            .collect()
     }
 
     fn append(&self, message: AgentMessage) -> Result<(), StoreError> {
