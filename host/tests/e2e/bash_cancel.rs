@@ -51,11 +51,28 @@ fn write_fifo(fifo: PathBuf, text: &'static str) {
 }
 
 /// Whether `pid` is a live process (a zombie has already exited).
-/// A descriptor that becomes readable when process `pid` exits (a pidfd).
-fn exit_watch(pid: u32) -> tokio::io::unix::AsyncFd<std::os::fd::OwnedFd> {
+/// Resolves once process `pid` has exited: a pidfd becomes readable then. The FIFO's end of
+/// file can come a moment before (descriptors close early in the kernel's exit path).
+fn exit_watch(pid: u32) -> tokio::task::JoinHandle<std::io::Result<()>> {
     let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
     let fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).unwrap();
-    tokio::io::unix::AsyncFd::new(fd).unwrap()
+    tokio::task::spawn_blocking(move || {
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
+        // A hang guard: a blocking task is waited for when the runtime shuts down.
+        let limit = rustix::event::Timespec {
+            tv_sec: 120,
+            tv_nsec: 0,
+        };
+        match rustix::event::poll(&mut fds, Some(&limit))? {
+            0 => Err(std::io::Error::other(
+                "the process did not exit within 120 s",
+            )),
+            _ => Ok(()),
+        }
+    })
 }
 
 fn alive(pid: u32) -> bool {
@@ -102,8 +119,6 @@ async fn cancelling_a_bash_request_kills_its_process_group_and_answers_cancelled
         .parse()
         .unwrap();
     assert!(alive(pid), "the command runs until cancelled");
-    // Readable once the process has exited: the FIFO's end of file can come a moment before
-    // (its descriptors close early in the kernel's exit path).
     let exit = exit_watch(pid);
 
     raw.cancel(&request, &session).await;
@@ -114,8 +129,9 @@ async fn cancelling_a_bash_request_kills_its_process_group_and_answers_cancelled
     guard("every process holding the FIFO exits", gone)
         .await
         .unwrap();
-    let _exited = guard("the command's process exits", exit.readable())
+    guard("the command's process exits", exit)
         .await
+        .unwrap()
         .unwrap();
     assert!(!alive(pid), "process {pid} survived the cancel");
 
