@@ -81,6 +81,17 @@ struct DirInner {
     jobs: Option<mpsc::Sender<Job>>,
 }
 
+impl Drop for DirInner {
+    fn drop(&mut self) {
+        // As in `release`: unlock, so a descriptor copy in a child being forked right now
+        // cannot keep the directory locked after this host is gone.
+        let lock = self.lock.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if let Some(file) = lock.take() {
+            let _ = file.unlock();
+        }
+    }
+}
+
 /// What `.lock` records about its holder.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -217,7 +228,13 @@ impl SessionsDir {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if lock.is_some() {
+        if let Some(file) = lock {
+            // Unlock explicitly rather than only closing: a child forked at this moment (any
+            // thread spawning a command) holds a copy of the descriptor until its exec, and
+            // the lock belongs to the open file, so closing ours alone would not free it.
+            if let Err(error) = file.unlock() {
+                tracing::warn!(dir = %self.inner.path.display(), %error, "could not unlock the sessions directory");
+            }
             tracing::debug!(dir = %self.inner.path.display(), "sessions directory released");
         }
     }
