@@ -4,12 +4,20 @@
 //! against the tool's schema (invalid → error result; the tool gets the coerced arguments),
 //! execution (an `Err` or a panic → `isError` result). Results are returned in the assistant's
 //! call order whatever order they finish in.
+//!
+//! In a parallel batch, calls that touch the same file ([`Tool::touched_paths`]) run in call
+//! order: before any task runs, each such call is chained to the previous call of the batch on
+//! each of its paths, and waits for that call to finish (or fail, or panic); calls on
+//! different files, and calls that name no file, still run at once. A waiting call that sees
+//! the run aborted is skipped.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use baton_protocol::Value;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
@@ -41,6 +49,72 @@ enum Prepared {
     /// which the transcript records, keeps what the model sent, as upstream's does).
     Ready(Arc<dyn Tool>, Value),
     Failed(String),
+}
+
+/// The text of a call the abort kept from running.
+const SKIPPED: &str = "Tool execution skipped: the run was aborted";
+
+/// The last call of the batch so far on each path, and each chained call's completion token
+/// (cancelled when that call's task ends in any way). Lives for one batch; bounded by the
+/// batch's calls and paths.
+#[derive(Default)]
+struct Chains {
+    last: HashMap<PathBuf, usize>,
+    done: Vec<CancellationToken>,
+}
+
+/// Where one call stands in the chains.
+#[derive(Default)]
+struct Turn {
+    /// Completion tokens of the calls it must wait for.
+    after: Vec<CancellationToken>,
+    /// Releases its successors when dropped: after its result is sent, or when its task
+    /// panics or is dropped.
+    done: Option<DropGuard>,
+}
+
+impl Chains {
+    /// Chains the next call, touching `paths`, after the previous calls on them.
+    fn enter(&mut self, paths: Option<Vec<PathBuf>>) -> Turn {
+        let Some(paths) = paths.filter(|p| !p.is_empty()) else {
+            return Turn::default();
+        };
+        let me = self.done.len();
+        let mut after: Vec<usize> = Vec::new();
+        for path in paths {
+            if let Some(prev) = self.last.insert(path, me)
+                && prev != me
+                && !after.contains(&prev)
+            {
+                after.push(prev);
+            }
+        }
+        let done = CancellationToken::new();
+        self.done.push(done.clone());
+        Turn {
+            after: after.into_iter().map(|i| self.done[i].clone()).collect(),
+            done: Some(done.drop_guard()),
+        }
+    }
+}
+
+impl Turn {
+    /// Waits for the calls before this one on its paths; `false` when the run was aborted
+    /// first (the call is then skipped). A call with nothing to wait for always runs.
+    async fn wait(&self, cancel: &CancellationToken) -> bool {
+        if self.after.is_empty() {
+            return true;
+        }
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => false,
+            () = async {
+                for prev in &self.after {
+                    prev.cancelled().await;
+                }
+            } => true,
+        }
+    }
 }
 
 fn prepare(config: &AgentConfig, call: &ToolCall) -> Prepared {
@@ -84,6 +158,7 @@ pub(crate) async fn execute_batch(
     let mut slots: Vec<Option<Executed>> = calls.iter().map(|_| None).collect();
     let (tx, mut rx) = mpsc::channel::<(usize, Result<ToolOutput, ToolError>)>(calls.len().max(1));
     let mut expected = 0usize;
+    let mut chains = Chains::default();
     for (i, call) in calls.iter().enumerate() {
         ctx.emit(LoopEvent::ToolStart { call: call.clone() });
         match prepare(config, call) {
@@ -101,12 +176,24 @@ pub(crate) async fn execute_batch(
                     cancel: cancel.clone(),
                     tool_call_id: call.id.clone(),
                 };
+                let turn = match config.tool_execution {
+                    ToolExecution::Parallel => {
+                        chains.enter(tool.touched_paths(&args, &config.cwd).await)
+                    }
+                    ToolExecution::Sequential => Turn::default(),
+                };
                 let tx = tx.clone();
                 let span = tracing::debug_span!("tool", tool_call_id = %call.id, name = %call.name);
                 let task = async move {
-                    let out = tool.execute(&args, &tool_ctx).await;
+                    let out = if turn.wait(&tool_ctx.cancel).await {
+                        tool.execute(&args, &tool_ctx).await
+                    } else {
+                        Err(ToolError::new(SKIPPED))
+                    };
                     // The receiver outlives every sender it waits for.
                     let _ = tx.send((i, out)).await;
+                    // Successors on the same files start only now, so their results follow.
+                    drop(turn.done);
                 }
                 .instrument(span);
                 match config.tool_execution {
@@ -116,13 +203,7 @@ pub(crate) async fn execute_batch(
                     }
                     ToolExecution::Sequential => {
                         if cancel.is_cancelled() {
-                            let done = to_result(
-                                call,
-                                Err(ToolError::new(
-                                    "Tool execution skipped: the run was aborted",
-                                )),
-                                ctx.now_ms(),
-                            );
+                            let done = to_result(call, Err(ToolError::new(SKIPPED)), ctx.now_ms());
                             ctx.emit(LoopEvent::ToolEnd {
                                 result: done.result.clone(),
                             });

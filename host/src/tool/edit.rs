@@ -5,12 +5,15 @@
 //! the file's lock, so edits of one file in one parallel batch apply one after the other.
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 
 use baton_protocol::Value;
 use tokio::io::AsyncReadExt;
 
 use super::path::{FileAccess, open_regular, replace_file};
-use super::{ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, str_arg};
+use super::{
+    ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, path_arg_touched, str_arg,
+};
 use crate::BoxFuture;
 
 /// Largest file `edit` loads (it must hold the whole file to replace a text in it).
@@ -62,6 +65,14 @@ impl Tool for EditTool {
 
     fn parameters(&self) -> &ObjectSchema {
         &self.schema
+    }
+
+    fn touched_paths<'a>(
+        &'a self,
+        arguments: &'a Value,
+        cwd: &'a Path,
+    ) -> BoxFuture<'a, Option<Vec<PathBuf>>> {
+        path_arg_touched(&self.access, arguments, cwd)
     }
 
     fn execute<'a>(

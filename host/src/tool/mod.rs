@@ -16,7 +16,8 @@
 //! paths, symlinks), `read` reads only regular files and at most [`MAX_READ_BYTES`] at a time,
 //! and `bash` runs with a scrubbed environment under Landlock where the kernel has it
 //! ([`confinement_status`]). Calls of one session that touch the same file take that file's
-//! lock ([`FileAccess`]), so they do not interleave.
+//! lock ([`FileAccess`]), so they do not interleave, and within one batch they run in call order
+//! ([`Tool::touched_paths`]).
 
 mod bash;
 mod confine;
@@ -158,6 +159,19 @@ pub trait Tool: Send + Sync + fmt::Debug {
         arguments: &'a Value,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+
+    /// The files a call with `arguments` (already matched to [`Tool::parameters`]) will touch,
+    /// as canonical paths, resolved against `cwd`. The loop runs the calls of one parallel
+    /// batch that share a path one after another, in call order; calls on different paths,
+    /// and calls returning `None` (the default: unknown or none), run at once.
+    fn touched_paths<'a>(
+        &'a self,
+        arguments: &'a Value,
+        cwd: &'a Path,
+    ) -> BoxFuture<'a, Option<Vec<PathBuf>>> {
+        let _ = (arguments, cwd);
+        Box::pin(std::future::ready(None))
+    }
 }
 
 /// A tool as declared to a provider.
@@ -226,6 +240,18 @@ impl ToolSet {
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
     }
+}
+
+/// The one file a file tool's call touches: its `path` argument, resolved by `access`.
+pub(crate) fn path_arg_touched<'a>(
+    access: &'a FileAccess,
+    arguments: &'a Value,
+    cwd: &'a Path,
+) -> BoxFuture<'a, Option<Vec<PathBuf>>> {
+    Box::pin(async move {
+        let path = str_arg(arguments, "path").ok()?;
+        Some(vec![access.order_key(cwd, path).await])
+    })
 }
 
 /// A string argument that validation guaranteed (or an error naming it).

@@ -81,34 +81,18 @@ impl FileAccess {
     /// and checked, the rest is appended (it may not contain `..`).
     pub(crate) async fn creatable(&self, cwd: &Path, path: &str) -> Result<Resolved, ToolError> {
         let root = self.root(cwd).await?;
-        let joined = resolve_path(cwd, path);
-        let mut rest: Vec<OsString> = Vec::new();
-        let mut probe = joined.as_path();
-        let real = loop {
-            match tokio::fs::canonicalize(probe).await {
-                Ok(base) => {
-                    let mut real = base;
-                    for part in rest.iter().rev() {
-                        real.push(part);
-                    }
-                    break real;
-                }
-                Err(e) if e.kind() == ErrorKind::NotFound => {
-                    let (Some(parent), Some(Component::Normal(name))) =
-                        (probe.parent(), probe.components().next_back())
-                    else {
-                        return Err(ToolError::new(format!(
-                            "refused: {path} has `..` after a directory that does not exist"
-                        )));
-                    };
-                    rest.push(name.to_owned());
-                    probe = parent;
-                }
-                Err(e) => return Err(ToolError::io(probe, &e)),
-            }
-        };
+        let real = canonical_creatable(path, &resolve_path(cwd, path)).await?;
         self.check(path, &real, &root)?;
         Ok(Resolved { real, root })
+    }
+
+    /// The key that orders the calls of one batch on `path`: its canonical form as
+    /// [`FileAccess::creatable`] computes it (so a file an earlier call of the batch creates,
+    /// and a symlink to a file, key alike), without the confinement check (a refused call
+    /// fails when it runs); the lexical path when even that cannot be computed.
+    pub(crate) async fn order_key(&self, cwd: &Path, path: &str) -> PathBuf {
+        let joined = resolve_path(cwd, path);
+        canonical_creatable(path, &joined).await.unwrap_or(joined)
     }
 
     async fn root(&self, cwd: &Path) -> Result<PathBuf, ToolError> {
@@ -147,6 +131,36 @@ impl FileAccess {
 impl Default for FileAccess {
     fn default() -> Self {
         Self::confined()
+    }
+}
+
+/// `joined` canonicalised for a file that may not exist yet: the existing part is
+/// canonicalised, the rest is appended (it may not contain `..`).
+async fn canonical_creatable(path: &str, joined: &Path) -> Result<PathBuf, ToolError> {
+    let mut rest: Vec<OsString> = Vec::new();
+    let mut probe = joined;
+    loop {
+        match tokio::fs::canonicalize(probe).await {
+            Ok(base) => {
+                let mut real = base;
+                for part in rest.iter().rev() {
+                    real.push(part);
+                }
+                return Ok(real);
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                let (Some(parent), Some(Component::Normal(name))) =
+                    (probe.parent(), probe.components().next_back())
+                else {
+                    return Err(ToolError::new(format!(
+                        "refused: {path} has `..` after a directory that does not exist"
+                    )));
+                };
+                rest.push(name.to_owned());
+                probe = parent;
+            }
+            Err(e) => return Err(ToolError::io(probe, &e)),
+        }
     }
 }
 

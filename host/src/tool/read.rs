@@ -5,11 +5,16 @@
 //! file, starting at the first line asked for, are held in memory. Lines before `offset` are
 //! skipped in chunks, and lines after the window are counted for at most [`MAX_COUNT_BYTES`].
 
+use std::path::{Path, PathBuf};
+
 use baton_protocol::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 
 use super::path::{FileAccess, open_regular};
-use super::{ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, opt_u64_arg, str_arg};
+use super::{
+    ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, opt_u64_arg, path_arg_touched,
+    str_arg,
+};
 use crate::BoxFuture;
 
 /// Most lines one call returns.
@@ -76,6 +81,14 @@ impl Tool for ReadTool {
 
     fn parameters(&self) -> &ObjectSchema {
         &self.schema
+    }
+
+    fn touched_paths<'a>(
+        &'a self,
+        arguments: &'a Value,
+        cwd: &'a Path,
+    ) -> BoxFuture<'a, Option<Vec<PathBuf>>> {
+        path_arg_touched(&self.access, arguments, cwd)
     }
 
     fn execute<'a>(

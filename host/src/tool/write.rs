@@ -4,11 +4,14 @@
 //! (temporary file + rename, keeping an existing file's permission bits) under the file's lock.
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 
 use baton_protocol::Value;
 
 use super::path::{FileAccess, not_regular, replace_file};
-use super::{ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, str_arg};
+use super::{
+    ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, path_arg_touched, str_arg,
+};
 use crate::BoxFuture;
 
 /// The `write` tool.
@@ -52,6 +55,14 @@ impl Tool for WriteTool {
 
     fn parameters(&self) -> &ObjectSchema {
         &self.schema
+    }
+
+    fn touched_paths<'a>(
+        &'a self,
+        arguments: &'a Value,
+        cwd: &'a Path,
+    ) -> BoxFuture<'a, Option<Vec<PathBuf>>> {
+        path_arg_touched(&self.access, arguments, cwd)
     }
 
     fn execute<'a>(

@@ -5,6 +5,7 @@
     reason = "test binary: helper functions unwrap like the tests they serve"
 )]
 
+mod file_order;
 mod loop_semantics;
 mod sessions;
 mod support;
