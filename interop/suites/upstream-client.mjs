@@ -342,7 +342,11 @@ try {
     const { facade } = await attachedSession(main.client, server, { name: "facade" });
     const { session } = facade;
     const initial = plain(session.state.value);
+    // services.md: whether the tools are confined (the detail depends on the kernel).
+    assert.equal(typeof initial.confinement?.active, "boolean");
+    assert.equal(typeof initial.confinement?.detail, "string");
     assert.deepEqual(initial, {
+      confinement: initial.confinement,
       phase: "idle",
       model: "scripted/default",
       thinkingLevel: "off",

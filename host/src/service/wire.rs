@@ -20,7 +20,7 @@ use crate::models::ModelInfo;
 use crate::provider::ModelRef;
 use crate::session::{
     BodyRef, Change, DEFAULT_TRANSCRIPT_WINDOW, ItemRef, MAX_PUBLISHED_ITEM_BYTES, Phase,
-    SessionMeta, SessionState, TranscriptView,
+    SessionMeta, SessionState, ToolConfinement, TranscriptView,
 };
 use crate::value::{Clipped, ValueError, to_clipped_value, to_protocol_value};
 
@@ -105,13 +105,22 @@ pub fn session_state_value(state: &SessionState) -> Result<Value, ValueError> {
             Ok(v)
         })
         .collect::<Result<Vec<_>, ValueError>>()?;
-    let mut m = Map::with_capacity(5);
+    let mut m = Map::with_capacity(6);
+    m.insert("confinement", confinement_value(&state.confinement));
     m.insert("phase", Value::from(phase_text(state.phase)));
     m.insert("model", Value::from(model_text(&state.model).as_str()));
     m.insert("thinkingLevel", Value::from(state.thinking_level.as_str()));
     m.insert("transcript", Value::Array(transcript));
     m.insert("queuedSteer", strings(&state.queued_steer));
     Ok(Value::Map(m))
+}
+
+/// The state's `confinement`: `{"active": bool, "detail": string}`.
+pub(crate) fn confinement_value(c: &ToolConfinement) -> Value {
+    let mut m = Map::with_capacity(2);
+    m.insert("active", Value::Bool(c.active));
+    m.insert("detail", Value::from(c.detail.as_str()));
+    Value::Map(m)
 }
 
 /// One `pi.session-directory` entry.
@@ -215,7 +224,8 @@ impl Window {
         let transcript = (self.start..view.len())
             .map(|i| self.item_value(view, i))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut m = Map::with_capacity(6);
+        let mut m = Map::with_capacity(7);
+        m.insert("confinement", confinement_value(view.confinement()));
         m.insert("phase", Value::from(phase_text(view.phase())));
         m.insert("model", Value::from(model_text(view.model()).as_str()));
         m.insert("thinkingLevel", Value::from(view.thinking_level().as_str()));
@@ -490,7 +500,7 @@ fn prefixed(prefix: &Path, op: Op) -> Op {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use std::sync::{Arc, LazyLock};
 
     use super::*;
     use crate::message::{
@@ -510,6 +520,11 @@ mod tests {
         ops: Vec<Op>,
     }
 
+    static CONFINED: LazyLock<ToolConfinement> = LazyLock::new(|| ToolConfinement {
+        active: true,
+        detail: "landlock (ABI 7)".into(),
+    });
+
     fn view<'a>(t: &'a Transcript, model: &'a ModelRef) -> TranscriptView<'a> {
         TranscriptView {
             transcript: t,
@@ -517,6 +532,7 @@ mod tests {
             model,
             thinking: ThinkingLevel::Off,
             queued_steer: &[],
+            confinement: &CONFINED,
         }
     }
 
@@ -642,6 +658,43 @@ mod tests {
                 r#"["s",["transcript",0,"stopReason"],"stop"]"#,
             ]
         );
+    }
+
+    #[test]
+    fn confinement_is_a_static_field_no_change_sends_again() {
+        let mut h = Harness::new(2, 1 << 16);
+        let keys: Vec<&str> = h.value.as_map().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "confinement",
+                "phase",
+                "model",
+                "thinkingLevel",
+                "transcript",
+                "queuedSteer"
+            ]
+        );
+        assert_eq!(
+            h.value
+                .as_map()
+                .unwrap()
+                .get("confinement")
+                .unwrap()
+                .to_json(),
+            r#"{"active":true,"detail":"landlock (ABI 7)"}"#
+        );
+        // Stream, settle and slide the window: every op addresses something else.
+        h.user("00000001", "one");
+        h.stream("00000002");
+        h.append("Hello");
+        h.settle(usage(), StopReason::Stop, None);
+        h.user("00000003", "three");
+        let ops = json(&h.ops);
+        assert!(ops.iter().all(|op| !op.contains("confinement")), "{ops:?}");
+        let keys: Vec<&str> = h.value.as_map().unwrap().keys().collect();
+        assert_eq!(keys[0], "confinement");
+        assert_eq!(keys.last(), Some(&"transcriptStart"));
     }
 
     #[test]

@@ -39,5 +39,5 @@ pub use tree::{Rebuilt, active_path, rebuild};
 pub use turn::{PromptOutcome, RunHandle};
 pub use view::{
     AssistantStatus, BodyRef, ItemBody, ItemRef, Phase, SessionEvent, SessionEventKind,
-    SessionState, Snapshot, ToolStatus, TranscriptItem,
+    SessionState, Snapshot, ToolConfinement, ToolStatus, TranscriptItem,
 };

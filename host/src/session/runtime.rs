@@ -35,14 +35,14 @@ use super::events::{Change, ObserverId, Outlets, SessionObserver};
 use super::file::SessionFile;
 use super::transcript::{Transcript, TranscriptView};
 use super::tree::Rebuilt;
-use super::view::{Phase, SessionEvent, Snapshot};
+use super::view::{Phase, SessionEvent, Snapshot, ToolConfinement};
 use crate::agent::ToolExecution;
 use crate::clock::Clock;
 use crate::message::{AgentMessage, BashExecutionMessage};
 use crate::models::ModelRegistry;
 use crate::projection::ContextTransform;
 use crate::provider::{ModelRef, ThinkingLevel};
-use crate::tool::{BashConfig, ToolSet};
+use crate::tool::{BashConfig, ToolSet, confinement_status};
 
 /// Default capacity of a session's event channel (a subscriber that falls further behind
 /// gets `Lagged` and must take a fresh snapshot).
@@ -131,6 +131,8 @@ pub(super) struct Doc {
     pub(super) model: ModelRef,
     pub(super) thinking: ThinkingLevel,
     pub(super) queued_steer: Vec<String>,
+    /// Whether the tools are confined (fixed at start).
+    pub(super) confinement: ToolConfinement,
 }
 
 impl Doc {
@@ -141,6 +143,7 @@ impl Doc {
             model: &self.model,
             thinking: self.thinking,
             queued_steer: &self.queued_steer,
+            confinement: &self.confinement,
         }
     }
 }
@@ -204,6 +207,7 @@ impl Session {
                 model: parts.rebuilt.model.unwrap_or(parts.default_model),
                 thinking: parts.rebuilt.thinking.unwrap_or_default(),
                 queued_steer: Vec::new(),
+                confinement: ToolConfinement::from(&confinement_status(&parts.config.bash)),
             },
             outlets: Outlets::new(parts.config.event_capacity),
             name: parts.rebuilt.name,

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::view::{BodyRef, ItemRef, Phase, SessionState, TranscriptItem};
+use super::view::{BodyRef, ItemRef, Phase, SessionState, ToolConfinement, TranscriptItem};
 use crate::message::{AgentMessage, AssistantContent, AssistantMessage, ToolCall};
 use crate::provider::{ModelRef, ThinkingLevel};
 
@@ -318,6 +318,7 @@ pub struct TranscriptView<'a> {
     pub(crate) model: &'a ModelRef,
     pub(crate) thinking: ThinkingLevel,
     pub(crate) queued_steer: &'a [String],
+    pub(crate) confinement: &'a ToolConfinement,
 }
 
 impl<'a> TranscriptView<'a> {
@@ -361,10 +362,16 @@ impl<'a> TranscriptView<'a> {
         self.queued_steer
     }
 
+    /// Whether the session's tools are confined (fixed for the session's life).
+    pub fn confinement(&self) -> &'a ToolConfinement {
+        self.confinement
+    }
+
     /// The whole state as owned values (copies every item: for tests and small sessions;
     /// the service reads items in place instead).
     pub fn to_state(&self) -> SessionState {
         SessionState {
+            confinement: self.confinement.clone(),
             phase: self.phase,
             model: self.model.clone(),
             thinking_level: self.thinking,

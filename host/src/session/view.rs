@@ -17,6 +17,7 @@ use crate::message::{
     UserContent,
 };
 use crate::provider::{ModelRef, ThinkingLevel};
+use crate::tool::Confinement;
 
 /// What the session is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -398,10 +399,31 @@ impl ItemRef<'_> {
     }
 }
 
+/// Whether a session's tools are confined (`confinement` in the state). Fixed for the
+/// session's life: it is in every snapshot and never changed by an event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolConfinement {
+    /// Bash commands run under kernel confinement (Landlock).
+    pub active: bool,
+    /// [`Confinement`]'s text: `landlock (ABI 7)`, `disabled` or `unavailable (<reason>)`.
+    pub detail: String,
+}
+
+impl From<&Confinement> for ToolConfinement {
+    fn from(c: &Confinement) -> Self {
+        Self {
+            active: c.is_active(),
+            detail: c.to_string(),
+        }
+    }
+}
+
 /// The whole published state of a session (`pi.session` member `state`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionState {
+    /// Whether the session's tools are confined (static).
+    pub confinement: ToolConfinement,
     /// `idle` or `turn`.
     pub phase: Phase,
     /// Current model.

@@ -53,9 +53,16 @@ async fn a_prompt_streams_text_as_appends_and_replicas_converge() {
     .await
     .unwrap();
     let initial = member(&sub, "state");
+    // The default config confines the tools: as far as this kernel can.
+    let confinement =
+        baton_host::tool::confinement_status(&baton_host::tool::BashConfig::default());
     assert_eq!(
         initial.to_json(),
-        r#"{"phase":"idle","model":"scripted/default","thinkingLevel":"off","transcript":[],"queuedSteer":[]}"#
+        format!(
+            r#"{{"confinement":{{"active":{},"detail":{}}},"phase":"idle","model":"scripted/default","thinkingLevel":"off","transcript":[],"queuedSteer":[]}}"#,
+            confinement.is_active(),
+            Value::from(confinement.to_string().as_str()).to_json()
+        )
     );
     // A second connection watches the same session (the update is shared by both).
     let watcher = h.client().await;

@@ -482,6 +482,60 @@ async fn steering_queue_is_bounded_and_undelivered_steering_is_reported_after_ab
     assert!(matches!(s.steer("late"), Err(SessionError::NotRunning)));
 }
 
+/// The `confinement` of a new session (runtime and published) of a manager in `dir` whose
+/// bash config has `confine`.
+fn confinement_of(dir: &Path, confine: bool) -> (baton_host::session::ToolConfinement, String) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut config = HostConfig::new(dir.join("sessions"));
+    config.default_cwd = dir.to_path_buf();
+    config.fsync = FsyncPolicy::Never;
+    config.session.bash.confine = confine;
+    let m = SessionManager::new(
+        config,
+        registry(None),
+        Arc::new(ManualClock::new(1_748_568_000_000, 1)),
+    )
+    .unwrap();
+    let s = open_new(&m, None);
+    let published = baton_host::service::session_state_value(&s.snapshot().state).unwrap();
+    let field = published.as_map().unwrap().get("confinement").unwrap();
+    (s.snapshot().state.confinement, field.to_json())
+}
+
+#[tokio::test]
+async fn the_state_says_whether_the_tools_are_confined() {
+    let dir = tempfile::tempdir().unwrap();
+    let (unconfined, json) = confinement_of(&dir.path().join("off"), false);
+    assert!(!unconfined.active);
+    assert_eq!(unconfined.detail, "disabled");
+    assert_eq!(json, r#"{"active":false,"detail":"disabled"}"#);
+
+    // Confined: what the kernel provides (Landlock where it has it).
+    let expected = baton_host::tool::confinement_status(&baton_host::tool::BashConfig::default());
+    let (confined, json) = confinement_of(&dir.path().join("on"), true);
+    assert_eq!(confined.active, expected.is_active());
+    assert_eq!(confined.detail, expected.to_string());
+    assert_ne!(confined.detail, "disabled");
+    if confined.active {
+        assert!(
+            confined.detail.starts_with("landlock (ABI "),
+            "{}",
+            confined.detail
+        );
+    } else {
+        assert!(
+            confined.detail.starts_with("unavailable ("),
+            "{}",
+            confined.detail
+        );
+    }
+    let detail = baton_protocol::Value::from(confined.detail.as_str()).to_json();
+    assert_eq!(
+        json,
+        format!(r#"{{"active":{},"detail":{detail}}}"#, confined.active)
+    );
+}
+
 #[tokio::test]
 async fn state_converts_to_a_protocol_value_with_the_documented_keys() {
     let dir = tempfile::tempdir().unwrap();
@@ -494,6 +548,7 @@ async fn state_converts_to_a_protocol_value_with_the_documented_keys() {
     assert_eq!(
         keys,
         vec![
+            "confinement",
             "phase",
             "model",
             "thinkingLevel",
