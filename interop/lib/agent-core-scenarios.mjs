@@ -196,6 +196,8 @@ export const scenarios = [
       { items: [{ text: "Continuing." }], end: "stop" },
     ],
     calls: { c1: { terminate: true }, c2: {} },
+    // Gated: two ungated parallel calls finish in either order in baton's runtime.
+    order: ["c1", "c2"],
   },
   {
     name: "unknown tool",
