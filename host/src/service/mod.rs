@@ -70,7 +70,7 @@ use publish::Owner;
 
 use crate::session::{SessionManager, StoreError};
 
-/// Serves a [`SessionManager`] through a `baton-server` [`Server`](baton_server::Server).
+/// Serves a [`SessionManager`] through a `baton-server` [`Server`].
 /// Cheap to clone; clones share everything.
 #[derive(Debug, Clone)]
 pub struct ServiceHost {
