@@ -15,7 +15,7 @@ use baton_server::chord::{
 };
 use baton_server::{
     CallResult, Context, Listener, Presentation, Published, Publisher, Server, ServerConfig,
-    ServerHost, ServiceAttachment, ServiceError, SessionHandle, SessionMetadata, SharedUpdate,
+    ServerHost, ServiceScope, ServiceError, SessionHandle, SessionMetadata, SharedUpdate,
     TlsConfig,
 };
 
@@ -181,7 +181,7 @@ pub struct Services {
     host: BenchHost,
 }
 
-impl ServiceAttachment for Services {
+impl ServiceScope for Services {
     async fn invoke_service(
         &self,
         call: ServiceCall,
@@ -214,7 +214,7 @@ impl SessionMetadata for NoMeta {
     }
 }
 
-impl ServiceAttachment for NoSession {
+impl ServiceScope for NoSession {
     async fn invoke_service(&self, call: ServiceCall, _p: Publisher, _c: Context) -> CallResult {
         Err(RemoteServiceError::unknown_service(&call.service_id).into())
     }
@@ -225,9 +225,9 @@ impl ServiceAttachment for NoSession {
 }
 
 impl SessionHandle for NoSession {
-    type Attachment = NoSession;
+    type Lease = NoSession;
 
-    async fn attach_client(&self, _ctx: Context) -> Result<NoSession, ServiceError> {
+    async fn lease(&self, _ctx: Context) -> Result<NoSession, ServiceError> {
         Ok(NoSession)
     }
 
@@ -241,7 +241,7 @@ impl ServerHost for BenchHost {
     type Metadata = NoMeta;
     type Session = NoSession;
 
-    async fn attach_client(
+    async fn connect_services(
         &self,
         _p: Presentation,
         _ctx: Context,

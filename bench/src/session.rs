@@ -1,7 +1,7 @@
 //! Long sessions (issue 12): CPU per streamed token, CPU per model call and resident bytes
 //! of `baton-host` sessions holding 10, 1,000 and 100,000 transcript items.
 //!
-//! Each session's history is imported through the runtime (`Session::import_history`, one
+//! Each session's history is imported through the runtime (`SessionRuntime::import_history`, one
 //! journal entry per message), then a real server and one `baton_client` subscriber attach
 //! and the session is prompted repeatedly. The model is a bench provider that streams a
 //! fixed number of one-word tokens and ignores its context, so the figures are the host's

@@ -2,13 +2,13 @@
 //!
 //! The agent runtime behind a baton server: sessions, the agent loop, tools, model providers
 //! and durable transcripts. The server and client crates know nothing about any of this; the
-//! service adapter ([`service`]) publishes a [`session::Session`]'s state and changes as chord
+//! service adapter ([`service`]) publishes a [`session::SessionRuntime`]'s state and changes as chord
 //! services.
 //!
 //! ```text
 //! SessionManager ── create / open (lazy) / list / remove ──▶ <dir>/<id>.jsonl
 //!      │
-//!   Session ── prompt / steer / abort / bash / setModel ── one transcript; changes to
+//!   SessionRuntime ── prompt / steer / abort / bash / setModel ── one transcript; changes to
 //!      │                                                 observers (service) and events
 //!      │
 //!   agent::run ── projection::prepare_context ──▶ Provider (scripted | openai)
@@ -37,8 +37,8 @@
 //! left to a caller).
 //!
 //! # Cancellation
-//! Dropping a [`session::RunHandle`] does not stop its turn; [`session::Session::abort`]
-//! does. Every task is spawned on a session's `TaskTracker`; [`session::Session::close`] and
+//! Dropping a [`session::RunHandle`] does not stop its turn; [`session::SessionRuntime::abort`]
+//! does. Every task is spawned on a session's `TaskTracker`; [`session::SessionRuntime::close`] and
 //! [`session::SessionManager::shutdown`] abort and wait for them.
 
 pub mod agent;
@@ -65,7 +65,7 @@ pub use message::{AgentMessage, Message};
 pub use models::{ModelInfo, ModelRegistry};
 pub use provider::{ModelRef, Provider, ThinkingLevel};
 pub use session::{
-    CreateOptions, HostConfig, Session, SessionError, SessionEvent, SessionManager, Snapshot,
+    CreateOptions, HostConfig, SessionError, SessionEvent, SessionManager, SessionRuntime, Snapshot,
 };
 pub use value::to_protocol_value;
 

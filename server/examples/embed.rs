@@ -25,7 +25,7 @@ impl ServerHost for Host {
     type Services = Services;
     type Metadata = Meta;
     type Session = Session;
-    async fn attach_client(
+    async fn connect_services(
         &self,
         presentation: Presentation,
         ctx: Context,
@@ -46,7 +46,7 @@ impl ServerHost for Host {
     }
 }
 
-impl ServiceAttachment for Services {
+impl ServiceScope for Services {
     async fn invoke_service(
         &self,
         call: ServiceCall,
@@ -76,8 +76,8 @@ impl ServiceAttachment for Services {
 }
 
 impl SessionHandle for Session {
-    type Attachment = Lease;
-    async fn attach_client(&self, _ctx: Context) -> Result<Lease, ServiceError> {
+    type Lease = Lease;
+    async fn lease(&self, _ctx: Context) -> Result<Lease, ServiceError> {
         Ok(Lease)
     }
     async fn close(&self, _ctx: Context) -> Result<(), ServiceError> {
@@ -85,7 +85,7 @@ impl SessionHandle for Session {
     }
 }
 
-impl ServiceAttachment for Lease {
+impl ServiceScope for Lease {
     async fn invoke_service(
         &self,
         call: ServiceCall,

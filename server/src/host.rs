@@ -16,10 +16,10 @@
 //! * [`ServerHost::admit`] runs once per connection, right after the listener established
 //!   the peer's identity and before any protocol byte is read or written. A refusal is the
 //!   connection's only frame (`hello_error`), followed by a lingering close.
-//! * [`ServerHost::attach_client`] runs once per connection, during the handshake (the
-//!   handshake deadline keeps running while it does). Its [`ServiceAttachment`] serves every
+//! * [`ServerHost::connect_services`] runs once per connection, during the handshake (the
+//!   handshake deadline keeps running while it does). Its [`ServiceScope`] serves every
 //!   request addressed to the server target, and is released when the connection ends.
-//! * A request addressed to a session target reaches the [`SessionHandle::Attachment`] of the
+//! * A request addressed to a session target reaches the [`SessionHandle::Lease`] of the
 //!   connection's current attachment. Attaching is a server-scope service call of the host
 //!   (`pi.session-management.attach` in pi) that calls [`Presentation::attach_session`].
 //! * One [`SessionHandle`] per session is shared by every connection attached to it; it is
@@ -44,7 +44,7 @@ pub type CallResult = Result<Option<Value>, ServiceError>;
 /// The host behind a server.
 pub trait ServerHost: Send + Sync + 'static {
     /// The server-scope services of one connection.
-    type Services: ServiceAttachment;
+    type Services: ServiceScope;
     /// What [`resolve_session`](Self::resolve_session) finds.
     type Metadata: SessionMetadata;
     /// A hosted session.
@@ -67,7 +67,7 @@ pub trait ServerHost: Send + Sync + 'static {
     /// services attach and detach this connection to sessions.
     ///
     /// An error fails the handshake: the client receives it as `hello_error`.
-    fn attach_client(
+    fn connect_services(
         &self,
         presentation: Presentation,
         ctx: Context,
@@ -98,7 +98,7 @@ pub trait SessionMetadata: Send + Sync + 'static {
 
 /// Something that serves calls for one connection: the server-scope services, or a
 /// connection's lease on a session.
-pub trait ServiceAttachment: Send + Sync + 'static {
+pub trait ServiceScope: Send + Sync + 'static {
     /// Runs one service call. `publish` emits updates for subscriptions this call (or an
     /// earlier one) created; control calls (`$chord.service` catalogue, subscribe,
     /// unsubscribe) arrive here too, the server only post-processes their results.
@@ -129,13 +129,11 @@ pub enum Termination {
 /// One hosted session, shared by all of its attachments.
 pub trait SessionHandle: Send + Sync + 'static {
     /// A connection's lease on this session.
-    type Attachment: ServiceAttachment;
+    type Lease: ServiceScope;
 
     /// Admits one more connection.
-    fn attach_client(
-        &self,
-        ctx: Context,
-    ) -> impl Future<Output = Result<Self::Attachment, ServiceError>> + Send;
+    fn lease(&self, ctx: Context)
+    -> impl Future<Output = Result<Self::Lease, ServiceError>> + Send;
 
     /// Resolves when the session ended by itself. The server then releases every
     /// attachment (each client receives `attachment: null`) and forgets the handle; a later

@@ -85,9 +85,7 @@ pub use context::{ConnectionId, Context, Peer};
 pub use error::{
     CloseError, ConfigError, INTERNAL_SERVER_ERROR_MESSAGE, ListenError, ServiceError, StartError,
 };
-pub use host::{
-    CallResult, ServerHost, ServiceAttachment, SessionHandle, SessionMetadata, Termination,
-};
+pub use host::{CallResult, ServerHost, ServiceScope, SessionHandle, SessionMetadata, Termination};
 pub use identity::{ClientCertificate, PeerIdentity, SubjectAltName, Transport};
 pub use listen::{ClientAuth, ListenAddr, Listener, TcpOptions, TlsConfig, unix_socket_path};
 pub use publish::{Published, Publisher};

@@ -31,14 +31,14 @@ use crate::conn::ConnShared;
 use crate::context::{ConnectionId, Context, Peer};
 use crate::error::{CloseError, ServiceError};
 use crate::host::{
-    CallResult, ServerHost, ServiceAttachment, SessionHandle, SessionMetadata, Termination,
+    CallResult, ServerHost, ServiceScope, SessionHandle, SessionMetadata, Termination,
 };
 use crate::panics::guarded;
 use crate::publish::Publisher;
 use crate::tasks::spawn;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
-type Lease<H> = <<H as ServerHost>::Session as SessionHandle>::Attachment;
+type Lease<H> = <<H as ServerHost>::Session as SessionHandle>::Lease;
 type Parts<H> = (Arc<Router<H>>, Arc<ClientSlot<H>>);
 type OpenCell<H> = Arc<OnceCell<Result<Arc<Hosted<H>>, WireError>>>;
 
@@ -56,7 +56,7 @@ struct Hosted<H: ServerHost> {
 }
 
 /// A connection's current attachment.
-struct Attachment<H: ServerHost> {
+struct Binding<H: ServerHost> {
     hosted: Arc<Hosted<H>>,
     /// The canonical session id, as announced in the `attachment` frame (a host may resolve a
     /// prefix or alias; the client's target then carries the id the directory lists).
@@ -72,7 +72,7 @@ pub(crate) struct ClientSlot<H: ServerHost> {
     conn: Weak<ConnShared>,
     peer: Arc<Peer>,
     disconnected: AtomicBool,
-    current: tokio::sync::Mutex<Option<Attachment<H>>>,
+    current: tokio::sync::Mutex<Option<Binding<H>>>,
 }
 
 impl<H: ServerHost> ClientSlot<H> {
@@ -254,12 +254,7 @@ impl<H: ServerHost> Router<H> {
         let attachment_id = Id::new(crate::random::uuid_v4())
             .map_err(|_| ServiceError::internal("empty attachment id"))?;
         lock(&hosted.clients).insert(slot.conn_id, Arc::downgrade(slot));
-        let lease = match guarded(
-            "session attach_client",
-            hosted.handle.attach_client(ctx.clone()),
-        )
-        .await
-        {
+        let lease = match guarded("session lease", hosted.handle.lease(ctx.clone())).await {
             Ok(lease) => Arc::new(lease),
             Err(e) => {
                 lock(&hosted.clients).remove(&slot.conn_id);
@@ -283,7 +278,7 @@ impl<H: ServerHost> Router<H> {
             attachment_id: attachment_id.clone(),
         }));
         tracing::debug!(session = %hosted.session_id, attachment = %attachment_id, "attached");
-        *current = Some(Attachment {
+        *current = Some(Binding {
             hosted,
             session_id: canonical,
             attachment_id,
@@ -492,7 +487,7 @@ impl<H: ServerHost> Router<H> {
 /// and optionally tells the client.
 async fn release<H: ServerHost>(
     slot: &ClientSlot<H>,
-    attachment: Attachment<H>,
+    attachment: Binding<H>,
     publish: bool,
     ctx: Context,
 ) {

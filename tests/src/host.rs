@@ -13,22 +13,22 @@ use baton_server::chord::{
 };
 use baton_server::{
     CallResult, Context, PeerIdentity, Presentation, Published, Publisher, ServerHost,
-    ServiceAttachment, ServiceError, SessionHandle, SessionMetadata, SharedUpdate, Termination,
+    ServiceError, ServiceScope, SessionHandle, SessionMetadata, SharedUpdate, Termination,
 };
 use tokio::sync::{Notify, Semaphore};
 
 /// Everything the test host observed and can be told to do.
 #[derive(Debug, Default)]
 pub struct Inner {
-    /// Boundary calls in order, e.g. `attach_client`, `open s1`, `call test.echo`.
+    /// Boundary calls in order, e.g. `connect_services`, `open s1`, `call test.echo`.
     pub events: Vec<String>,
-    /// Identities seen by `attach_client`.
+    /// Identities seen by `connect_services`.
     pub peers: Vec<Option<PeerIdentity>>,
     /// Session ids `resolve_session` knows.
     pub sessions: Vec<String>,
     /// Opens per canonical session id.
     pub opens: HashMap<String, usize>,
-    /// Session `attach_client` calls per session.
+    /// Session `lease` calls per session.
     pub session_attaches: HashMap<String, usize>,
     /// Lease releases per session.
     pub lease_releases: HashMap<String, usize>,
@@ -48,7 +48,7 @@ pub struct Inner {
     pub race_updates: usize,
     /// Size of the `blob` string each bump writes.
     pub blob_len: usize,
-    /// Identity policy for the handshake: `attach_client` of a peer whose
+    /// Identity policy for the handshake: `connect_services` of a peer whose
     /// [`identity_key`] is listed fails with that `(code, message)` (the client gets it as
     /// `hello_error`). An empty code makes it an internal error whose text is `message`.
     pub refuse_clients: HashMap<String, (String, String)>,
@@ -115,20 +115,20 @@ pub struct TestHost {
 
 /// Gate names the host waits on.
 pub mod gates {
-    /// Held by `attach_client` (the handshake).
-    pub const ATTACH_CLIENT: &str = "attach_client";
+    /// Held by `connect_services` (the handshake).
+    pub const CONNECT_SERVICES: &str = "connect_services";
     /// Held by `open_session`.
     pub const OPEN: &str = "open";
 }
 
 /// Host hooks that [`Inner::panic_in`] can make panic.
 pub mod hooks {
-    /// `ServerHost::attach_client` (the handshake).
-    pub const ATTACH_CLIENT: &str = "attach_client";
+    /// `ServerHost::connect_services` (the handshake).
+    pub const CONNECT_SERVICES: &str = "connect_services";
     /// `ServerHost::open_session`.
     pub const OPEN: &str = "open_session";
-    /// `SessionHandle::attach_client`.
-    pub const SESSION_ATTACH: &str = "session attach_client";
+    /// `SessionHandle::lease`.
+    pub const SESSION_ATTACH: &str = "session lease";
     /// `release` of a session lease.
     pub const LEASE_RELEASE: &str = "lease release";
     /// `release` of a connection's server services.
@@ -442,7 +442,7 @@ pub struct TestServices {
     presentation: Presentation,
 }
 
-impl ServiceAttachment for TestServices {
+impl ServiceScope for TestServices {
     fn invoke_service(
         &self,
         call: ServiceCall,
@@ -475,7 +475,7 @@ pub struct TestLease {
     id: String,
 }
 
-impl ServiceAttachment for TestLease {
+impl ServiceScope for TestLease {
     fn invoke_service(
         &self,
         call: ServiceCall,
@@ -495,9 +495,9 @@ impl ServiceAttachment for TestLease {
 }
 
 impl SessionHandle for TestSession {
-    type Attachment = TestLease;
+    type Lease = TestLease;
 
-    async fn attach_client(&self, _ctx: Context) -> Result<TestLease, ServiceError> {
+    async fn lease(&self, _ctx: Context) -> Result<TestLease, ServiceError> {
         self.host.maybe_panic(hooks::SESSION_ATTACH);
         let id = self.id.clone();
         self.host
@@ -526,7 +526,7 @@ impl ServerHost for TestHost {
     type Metadata = Metadata;
     type Session = TestSession;
 
-    async fn attach_client(
+    async fn connect_services(
         &self,
         presentation: Presentation,
         ctx: Context,
@@ -535,7 +535,7 @@ impl ServerHost for TestHost {
         let refused = self.with(|i| {
             let key = peer.as_ref().map(identity_key).unwrap_or_default();
             i.peers.push(peer);
-            i.events.push("attach_client".into());
+            i.events.push("connect_services".into());
             i.refuse_clients.get(&key).cloned()
         });
         if let Some((code, message)) = refused {
@@ -545,8 +545,8 @@ impl ServerHost for TestHost {
             }
             return Err(ServiceError::new(&code, message));
         }
-        self.pass(gates::ATTACH_CLIENT).await;
-        self.maybe_panic(hooks::ATTACH_CLIENT);
+        self.pass(gates::CONNECT_SERVICES).await;
+        self.maybe_panic(hooks::CONNECT_SERVICES);
         Ok(TestServices {
             host: self.clone(),
             presentation,

@@ -346,7 +346,7 @@ async fn a_host_panicking_in_a_lifecycle_hook_costs_only_that_operation() {
     let route = p.attach("s1").await;
     assert_eq!(host.lock().opens["s1"], 2);
 
-    // The session's attach_client: only this attach fails; the session stays hosted.
+    // The session's `lease`: only this attach fails; the session stays hosted.
     let mut q = s.ready_peer().await;
     panic_in(hooks::SESSION_ATTACH, true);
     assert_eq!(q.call(q.server_target(), attach("s1")).await, internal);
@@ -382,15 +382,15 @@ async fn a_host_panicking_in_a_lifecycle_hook_costs_only_that_operation() {
     drop(q);
     drop(r);
 
-    // The handshake's attach_client: that client gets a sanitised hello_error.
+    // The handshake's connect_services: that client gets a sanitised hello_error.
     host.until("connections closed", |_| s.server.connection_count() == 0)
         .await;
-    panic_in(hooks::ATTACH_CLIENT, true);
+    panic_in(hooks::CONNECT_SERVICES, true);
     let mut h = s.connect().await;
     h.send(&ClientMessage::hello()).await;
     h.expect_hello_error("internal_error", "Internal server error")
         .await;
-    panic_in(hooks::ATTACH_CLIENT, false);
+    panic_in(hooks::CONNECT_SERVICES, false);
 
     // close at shutdown: reported as a close failure, not a panic in the caller.
     panic_in(hooks::CLOSE, true);

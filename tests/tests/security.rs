@@ -2,7 +2,7 @@
 //!
 //! * Mutual TLS: no certificate, a certificate from another CA and an expired certificate are
 //!   all refused during the TLS handshake, before any protocol byte (the host's
-//!   `attach_client` never runs), while a valid client on the same server is served.
+//!   `connect_services` never runs), while a valid client on the same server is served.
 //! * Wrong protocol on a port: a TLS ClientHello sent to a plaintext port gets the framing
 //!   error and a close; plaintext sent to a TLS port is closed without a protocol frame; both
 //!   servers keep serving.
@@ -62,7 +62,7 @@ async fn mutual_tls_refuses_missing_foreign_and_expired_certificates_before_any_
     assert_refused(&s, &ca, Some(&rogue), "certificate from another CA").await;
     assert_refused(&s, &ca, Some(&expired), "expired certificate").await;
     assert_eq!(
-        s.host.count("attach_client"),
+        s.host.count("connect_services"),
         0,
         "{:?}",
         s.host.lock().events
@@ -72,7 +72,7 @@ async fn mutual_tls_refuses_missing_foreign_and_expired_certificates_before_any_
         .await
         .unwrap();
     p.handshake().await;
-    assert_eq!(s.host.count("attach_client"), 1);
+    assert_eq!(s.host.count("connect_services"), 1);
 
     // Optional client auth admits anonymous clients, but never a bad certificate.
     let s = mtls_server(ClientAuth::Optional, &ca, TestHost::new(&[])).await;
@@ -84,7 +84,7 @@ async fn mutual_tls_refuses_missing_foreign_and_expired_certificates_before_any_
     )
     .await;
     assert_refused(&s, &ca, Some(&rogue), "foreign certificate (optional auth)").await;
-    assert_eq!(s.host.count("attach_client"), 0);
+    assert_eq!(s.host.count("connect_services"), 0);
 }
 
 fn client_hello_bytes() -> Vec<u8> {
@@ -128,7 +128,7 @@ async fn a_tls_client_hello_on_a_plaintext_port_fails_cleanly() {
     .await;
     assert!(tls.is_err());
 
-    assert_eq!(s.host.count("attach_client"), 0);
+    assert_eq!(s.host.count("connect_services"), 0);
     let mut p = s.ready_peer().await;
     assert_eq!(
         p.call(
@@ -163,7 +163,7 @@ async fn plaintext_on_a_tls_port_is_closed_and_the_server_keeps_serving() {
                 .map_or(true, |m| m.is_empty())
         );
     }
-    assert_eq!(s.host.count("attach_client"), 0);
+    assert_eq!(s.host.count("connect_services"), 0);
     let mut p = RawPeer::tls(s.addr(), server_id(), ca.cert_pem(), None)
         .await
         .unwrap();
@@ -231,7 +231,7 @@ async fn no_internal_detail_path_or_secret_reaches_a_client() {
         Outcome::Value(Value::from(1))
     );
 
-    // A failing attach_client: the handshake answer is sanitised too.
+    // A failing connect_services: the handshake answer is sanitised too.
     let uid = owner_uid(&s);
     host.with(|i| {
         i.refuse_clients

@@ -3,7 +3,7 @@
 //!
 //! The server keeps one [`HostedSession`](super::HostedSession) per session it hosts until
 //! removal or shutdown; that handle is a small shell around a [`Resident`]. What it hosts —
-//! the runtime [`Session`](crate::session::Session), its [`LiveSession`] (published value,
+//! the runtime [`SessionRuntime`](crate::session::SessionRuntime), its [`LiveSession`] (published value,
 //! subscribers) and its pump — is open only while needed:
 //!
 //! * **Idle close.** A session open with no attached client, an idle phase (no turn) and
@@ -371,7 +371,7 @@ async fn reap(
 mod tests {
     use std::time::Duration;
 
-    use baton_server::{Context, ServerHost, ServiceAttachment, SessionHandle};
+    use baton_server::{Context, ServerHost, ServiceScope, SessionHandle};
 
     use super::*;
     use crate::clock::ManualClock;
@@ -417,7 +417,7 @@ mod tests {
 
         // The reaper's side of a close, step by step: it holds the gate while it closes.
         let gate = hosted.resident.gate.lock().await;
-        let attach = hosted.attach_client(Context::background());
+        let attach = hosted.lease(Context::background());
         tokio::pin!(attach);
         tokio::select! {
             biased;
@@ -448,7 +448,7 @@ mod tests {
             .await
             .unwrap();
         let shared = Arc::clone(&host.shared);
-        let lease = hosted.attach_client(Context::background()).await.unwrap();
+        let lease = hosted.lease(Context::background()).await.unwrap();
         assert!(!shared.close_if_idle(&id, Wait::Yes).await);
         assert!(host.is_open(&id));
         lease.release(Context::background()).await.unwrap();

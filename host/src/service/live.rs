@@ -14,7 +14,7 @@
 //! What is kept per session: the window position, the subscriber list, and the published
 //! form of the one response being streamed (bounded by the item limit).
 //!
-//! Lock order: the session's lock, then [`Published`]'s. Directory refreshes (which read
+//! Lock order: the session's lock, then [`SessionFeed`]'s. Directory refreshes (which read
 //! the session) run on the session's pump task, never under either lock.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use super::directory::Directory;
 use super::publish::{Owner, Subscribers, snapshot};
 use super::wire::{MapError, Window};
-use crate::session::{Change, ObserverId, Session, SessionObserver, TranscriptView};
+use crate::session::{Change, ObserverId, SessionObserver, SessionRuntime, TranscriptView};
 
 /// The session service id.
 pub(crate) const SERVICE: &str = "pi.session";
@@ -50,8 +50,8 @@ pub(crate) const MEMBER: &str = "state";
 
 /// The published side of one session: the session calls it under its lock.
 #[derive(Debug)]
-pub(crate) struct Published {
-    state: Mutex<PublishedState>,
+pub(crate) struct SessionFeed {
+    state: Mutex<FeedState>,
     /// Set when the directory entry (phase, model, `updatedAt`) may have changed.
     meta_changed: Notify,
     /// Set when streamed text is waiting in `pending`.
@@ -60,7 +60,7 @@ pub(crate) struct Published {
 }
 
 #[derive(Debug)]
-struct PublishedState {
+struct FeedState {
     window: Window,
     sequence: u64,
     subscribers: Subscribers,
@@ -70,7 +70,7 @@ struct PublishedState {
     pending: Vec<Op>,
 }
 
-impl PublishedState {
+impl FeedState {
     /// Publishes `pending` as one update; `view` is the state it leads to.
     fn flush(&mut self, view: &TranscriptView<'_>) {
         if self.pending.is_empty() {
@@ -85,13 +85,13 @@ impl PublishedState {
     }
 }
 
-impl Published {
-    fn lock(&self) -> MutexGuard<'_, PublishedState> {
+impl SessionFeed {
+    fn lock(&self) -> MutexGuard<'_, FeedState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-impl SessionObserver for Published {
+impl SessionObserver for SessionFeed {
     fn on_change(&self, _seq: u64, change: Change<'_>, view: &TranscriptView<'_>) {
         let mut p = self.lock();
         let p = &mut *p;
@@ -139,9 +139,9 @@ impl SessionObserver for Published {
 #[derive(Debug)]
 pub(crate) struct LiveSession {
     pub(crate) id: String,
-    pub(crate) session: Session,
+    pub(crate) session: SessionRuntime,
     pub(crate) directory: Arc<Directory>,
-    published: Arc<Published>,
+    published: Arc<SessionFeed>,
     observer: ObserverId,
     /// Stops the pump.
     pub(crate) stop: CancellationToken,
@@ -152,7 +152,7 @@ pub(crate) struct LiveSession {
 
 /// What the pump waits on: directory-relevant changes of one session.
 #[derive(Debug)]
-pub(crate) struct MetaChanges(Arc<Published>);
+pub(crate) struct MetaChanges(Arc<SessionFeed>);
 
 impl LiveSession {
     /// Wraps `session` and starts publishing its changes; returns the live session and what
@@ -161,7 +161,7 @@ impl LiveSession {
     /// # Errors
     /// The session's state has no protocol form.
     pub(crate) fn new(
-        session: Session,
+        session: SessionRuntime,
         directory: Arc<Directory>,
         stop: CancellationToken,
     ) -> Result<(Arc<Self>, MetaChanges), MapError> {
@@ -170,8 +170,8 @@ impl LiveSession {
             let window = Window::new(view)?;
             // Check once that the state has a protocol form.
             window.state_value(view)?;
-            Ok(Arc::new(Published {
-                state: Mutex::new(PublishedState {
+            Ok(Arc::new(SessionFeed {
+                state: Mutex::new(FeedState {
                     window,
                     sequence: 0,
                     subscribers: Subscribers::default(),
@@ -368,7 +368,7 @@ mod tests {
         let tracker = TaskTracker::new();
         live.set_pump(spawn_tracked(&tracker, pump(Arc::clone(&live), changes)));
         session.prompt("run `echo hi`").await.unwrap();
-        // Published synchronously: as soon as the turn has settled, so has the state.
+        // SessionFeed synchronously: as soon as the turn has settled, so has the state.
         let (value, sequence) = live.current();
         assert_eq!(
             value,

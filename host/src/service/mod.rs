@@ -2,10 +2,10 @@
 //! chord services of `docs/services.md`.
 //!
 //! ```text
-//!  Server ─ServerHost─▶ ServiceHost ─attach_client─▶ ServerServices (one per connection)
+//!  Server ─ServerHost─▶ ServiceHost ─connect_services─▶ ServerServices (one per connection)
 //!                           │                          pi.session-management, pi.session-directory,
 //!                           │                          pi.models, $chord.service
-//!                           └─open_session─▶ HostedSession ─attach_client─▶ SessionLease
+//!                           └─open_session─▶ HostedSession ─lease─▶ SessionLease
 //!                                  │ pump: SessionEvent ─▶ ops           pi.session, $chord.service
 //!                                  └────────────▶ Publisher::publish_shared (one update per batch)
 //! ```
@@ -290,7 +290,7 @@ impl ServerHost for ServiceHost {
         self.shared.access.admit(identity)
     }
 
-    async fn attach_client(
+    async fn connect_services(
         &self,
         presentation: Presentation,
         ctx: Context,
@@ -333,9 +333,9 @@ impl ServerHost for ServiceHost {
 }
 
 impl SessionHandle for HostedSession {
-    type Attachment = SessionLease;
+    type Lease = SessionLease;
 
-    async fn attach_client(&self, _ctx: Context) -> Result<SessionLease, ServiceError> {
+    async fn lease(&self, _ctx: Context) -> Result<SessionLease, ServiceError> {
         self.shared.lease(&self.resident).await
     }
 

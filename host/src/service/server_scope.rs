@@ -7,7 +7,7 @@ use std::sync::Arc;
 use baton_protocol::chord::{CatalogueEntry, catalogue_to_value};
 use baton_protocol::{Map, Value};
 use baton_server::chord::{ControlCall, RemoteServiceError, ServiceCall, ServiceMode};
-use baton_server::{CallResult, Context, Presentation, Publisher, ServiceAttachment, ServiceError};
+use baton_server::{CallResult, Context, Presentation, Publisher, ServiceError, ServiceScope};
 
 use super::errors::{arity, busy, invalid, service_error, string_arg};
 use super::publish::{Owner, SubscriptionIds, snapshot};
@@ -197,7 +197,7 @@ fn create_options(args: &[Value]) -> Result<CreateOptions, ServiceError> {
     Ok(options)
 }
 
-impl ServiceAttachment for ServerServices {
+impl ServiceScope for ServerServices {
     async fn invoke_service(
         &self,
         call: ServiceCall,

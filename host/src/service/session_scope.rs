@@ -8,7 +8,7 @@ use baton_protocol::chord::{
 };
 use baton_protocol::{Map, Value};
 use baton_server::chord::{ControlCall, RemoteServiceError, ServiceCall, ServiceMode};
-use baton_server::{CallResult, Context, Publisher, ServiceAttachment, ServiceError};
+use baton_server::{CallResult, Context, Publisher, ServiceError, ServiceScope};
 
 use super::Shared;
 use super::errors::{arity, invalid, service_error, string_arg};
@@ -339,7 +339,7 @@ fn model_arg(value: &Value) -> Result<ModelRef, ServiceError> {
     }
 }
 
-impl ServiceAttachment for SessionLease {
+impl ServiceScope for SessionLease {
     async fn invoke_service(
         &self,
         call: ServiceCall,

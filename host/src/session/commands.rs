@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 use super::error::SessionError;
-use super::runtime::{Inner, MAX_RUNNING_COMMANDS, Session};
+use super::runtime::{Inner, MAX_RUNNING_COMMANDS, SessionRuntime};
 use super::view::Phase;
 use crate::message::{AgentMessage, BashExecutionMessage};
 use crate::tool::run_bash;
@@ -19,7 +19,7 @@ pub struct BashOutcome {
     pub deferred: bool,
 }
 
-impl Session {
+impl SessionRuntime {
     /// Runs a user `!command` (`exclude_from_context` for `!!command`).
     ///
     /// # Errors
@@ -34,11 +34,11 @@ impl Session {
             .await
     }
 
-    /// [`Session::bash`], also cancelled when `stop` completes: the command's process group
-    /// is killed, as [`Session::abort`] would, and the record says `cancelled`.
+    /// [`SessionRuntime::bash`], also cancelled when `stop` completes: the command's process group
+    /// is killed, as [`SessionRuntime::abort`] would, and the record says `cancelled`.
     ///
     /// # Errors
-    /// As [`Session::bash`].
+    /// As [`SessionRuntime::bash`].
     pub async fn bash_until(
         &self,
         command: &str,

@@ -30,7 +30,7 @@ use super::dir::{FsyncPolicy, SessionsDir};
 use super::entry::EntryKind;
 use super::error::{SessionError, StoreError};
 use super::file::SessionFile;
-use super::runtime::{Session, SessionConfig, SessionMeta, SessionParts};
+use super::runtime::{SessionConfig, SessionMeta, SessionParts, SessionRuntime};
 use super::tree::rebuild;
 use super::view::Phase;
 use crate::clock::Clock;
@@ -87,7 +87,7 @@ pub struct SessionManager {
     models: Arc<ModelRegistry>,
     clock: Arc<dyn Clock>,
     shutdown: CancellationToken,
-    open: Mutex<HashMap<String, Session>>,
+    open: Mutex<HashMap<String, SessionRuntime>>,
     dir: SessionsDir,
 }
 
@@ -170,7 +170,7 @@ impl SessionManager {
     /// # Errors
     /// [`SessionError::UnknownSession`] for an invalid or missing id; [`SessionError::Closed`]
     /// after shutdown; [`SessionError::Store`] when the file cannot be read.
-    pub fn open(&self, id: &str) -> Result<Session, SessionError> {
+    pub fn open(&self, id: &str) -> Result<SessionRuntime, SessionError> {
         if !is_canonical_uuid_v4(id) {
             return Err(SessionError::UnknownSession(id.to_owned()));
         }
@@ -191,7 +191,7 @@ impl SessionManager {
             .last()
             .map_or_else(|| loaded.header.timestamp.clone(), |e| e.timestamp.clone());
         let rebuilt = rebuild(&loaded.entries);
-        let session = Session::start(SessionParts {
+        let session = SessionRuntime::start(SessionParts {
             id: id.to_owned(),
             cwd: PathBuf::from(&loaded.header.cwd),
             artifacts_dir: self.config.sessions_dir.join(format!("{id}.artifacts")),
@@ -220,7 +220,7 @@ impl SessionManager {
             path: dir.clone(),
             source: e,
         })?;
-        let open: HashMap<String, Session> = self.lock().clone();
+        let open: HashMap<String, SessionRuntime> = self.lock().clone();
         let mut out = Vec::new();
         for entry in read.flatten() {
             if !entry.file_type().is_ok_and(|t| t.is_file()) {
@@ -320,7 +320,7 @@ impl SessionManager {
     /// it, so its transcript and runtime are released and the next [`SessionManager::open`]
     /// reads the file again. A session the manager no longer holds (removed, or already
     /// replaced by a newer open) is only closed.
-    pub async fn close(&self, session: &Session) {
+    pub async fn close(&self, session: &SessionRuntime) {
         session.close().await;
         let mut open = self.lock();
         if open
@@ -367,7 +367,7 @@ impl SessionManager {
     /// [`StoreError::Released`]), so another host may take it.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
-        let sessions: Vec<Session> = self.lock().values().cloned().collect();
+        let sessions: Vec<SessionRuntime> = self.lock().values().cloned().collect();
         for s in sessions {
             s.close().await;
         }
@@ -375,7 +375,7 @@ impl SessionManager {
         self.dir.release();
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Session>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, SessionRuntime>> {
         self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

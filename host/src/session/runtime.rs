@@ -6,18 +6,18 @@
 //! `.await`. Every change happens under that lock together with its persistence (for settled
 //! messages) and the delivery of its numbered change, so a subscriber that takes a
 //! [`Snapshot`] and then applies the events with a greater `seq` always sees exactly the
-//! session's state, and an observer registered with [`Session::observe`] sees every change
+//! session's state, and an observer registered with [`SessionRuntime::observe`] sees every change
 //! after the view it started from.
 //!
 //! Turn rules:
-//! * [`Session::start_prompt`] while a turn runs fails with [`SessionError::Busy`] — prompts
+//! * [`SessionRuntime::start_prompt`] while a turn runs fails with [`SessionError::Busy`] — prompts
 //!   are never queued.
-//! * [`Session::steer`] queues text that the loop injects at the next turn boundary; once the
+//! * [`SessionRuntime::steer`] queues text that the loop injects at the next turn boundary; once the
 //!   loop has decided to stop it fails with [`SessionError::NotRunning`] instead of queueing
 //!   text nobody would read.
-//! * [`Session::abort`] cancels the running turn (model stream and tools) and any running user
+//! * [`SessionRuntime::abort`] cancels the running turn (model stream and tools) and any running user
 //!   commands.
-//! * [`Session::bash`] runs a user command outside the model protocol. Its record is inserted
+//! * [`SessionRuntime::bash`] runs a user command outside the model protocol. Its record is inserted
 //!   at once when idle, otherwise after the turn settles, so a tool call and its result are
 //!   never split.
 
@@ -103,7 +103,7 @@ pub struct SessionMeta {
 
 /// A live session. Cheap to clone; all clones are the same session.
 #[derive(Debug, Clone)]
-pub struct Session {
+pub struct SessionRuntime {
     pub(super) inner: Arc<Inner>,
 }
 
@@ -196,7 +196,7 @@ pub(crate) struct SessionParts {
     pub updated_at: String,
 }
 
-impl Session {
+impl SessionRuntime {
     pub(crate) fn start(parts: SessionParts) -> Self {
         let tools = ToolSet::coding(parts.config.bash.clone());
         let abort = parts.shutdown.child_token();
@@ -249,14 +249,14 @@ impl Session {
     }
 
     /// The current state and its sequence number. This copies every transcript item; to
-    /// read a long transcript, use [`Session::with_view`].
+    /// read a long transcript, use [`SessionRuntime::with_view`].
     pub fn snapshot(&self) -> Snapshot {
         self.inner.lock().snapshot()
     }
 
     /// A snapshot and a receiver of every later event, atomically (no event is missed or
     /// duplicated). On `RecvError::Lagged` take a new subscription. The snapshot copies the
-    /// whole transcript; [`Session::observe`] does not.
+    /// whole transcript; [`SessionRuntime::observe`] does not.
     pub fn subscribe(&self) -> (Snapshot, broadcast::Receiver<SessionEvent>) {
         let st = self.inner.lock();
         (st.snapshot(), st.outlets.subscribe())
@@ -293,7 +293,7 @@ impl Session {
     }
 
     /// The sequence number of the last published [`SessionEvent`] (what
-    /// [`Session::snapshot`] would report, without copying the state).
+    /// [`SessionRuntime::snapshot`] would report, without copying the state).
     pub fn event_seq(&self) -> u64 {
         self.inner.lock().outlets.seq()
     }

@@ -310,7 +310,7 @@ impl Transcript {
 }
 
 /// A read-only view of a session's state, lent out under the session lock (see
-/// [`super::Session::with_view`]); items are borrowed from the one transcript, not copied.
+/// [`super::SessionRuntime::with_view`]); items are borrowed from the one transcript, not copied.
 #[derive(Debug, Clone, Copy)]
 pub struct TranscriptView<'a> {
     pub(crate) transcript: &'a Transcript,

@@ -8,7 +8,7 @@ use tracing::Instrument;
 
 use super::error::{SessionError, StoreError};
 use super::events::Change;
-use super::runtime::{Inner, MAX_QUEUED_STEER, Session};
+use super::runtime::{Inner, MAX_QUEUED_STEER, SessionRuntime};
 use super::view::Phase;
 use crate::agent::{self, AgentConfig, LoopEvent, RunContext, RunOutcome};
 use crate::message::{AgentMessage, AssistantContent, UserMessage};
@@ -26,7 +26,7 @@ pub struct PromptOutcome {
 }
 
 /// A started prompt; await [`RunHandle::wait`] for its outcome. Dropping the handle does not
-/// stop the turn (use [`Session::abort`]).
+/// stop the turn (use [`SessionRuntime::abort`]).
 #[derive(Debug)]
 pub struct RunHandle {
     rx: oneshot::Receiver<Result<PromptOutcome, SessionError>>,
@@ -43,7 +43,7 @@ impl RunHandle {
     }
 }
 
-impl Session {
+impl SessionRuntime {
     /// Starts a turn with `text`; returns at once.
     ///
     /// # Errors
@@ -121,7 +121,7 @@ impl Session {
     /// Runs a turn with `text` and waits until it settles.
     ///
     /// # Errors
-    /// As [`Session::start_prompt`] and [`RunHandle::wait`].
+    /// As [`SessionRuntime::start_prompt`] and [`RunHandle::wait`].
     pub async fn prompt(&self, text: impl Into<String>) -> Result<PromptOutcome, SessionError> {
         self.start_prompt(text)?.wait().await
     }

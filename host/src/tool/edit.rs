@@ -36,7 +36,7 @@ impl EditTool {
                 .required(
                     "path",
                     Schema::String,
-                    "Path of the file, relative to the working directory",
+                    "Path of the file, relative to the workspace (the session's working directory)",
                 )
                 .required(
                     "oldText",

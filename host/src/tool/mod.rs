@@ -59,7 +59,7 @@ pub struct ToolContext {
 }
 
 impl ToolContext {
-    /// `path` resolved against the working directory (absolute paths are kept).
+    /// `path` resolved against the session's workspace (absolute paths are kept as given).
     pub fn resolve(&self, path: &str) -> PathBuf {
         resolve_path(&self.cwd, path)
     }

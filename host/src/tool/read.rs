@@ -48,7 +48,7 @@ impl ReadTool {
                 .required(
                     "path",
                     Schema::String,
-                    "Path of the file, relative to the working directory",
+                    "Path of the file, relative to the workspace (the session's working directory)",
                 )
                 .optional(
                     "offset",

@@ -31,7 +31,7 @@ impl WriteTool {
                 .required(
                     "path",
                     Schema::String,
-                    "Path of the file, relative to the working directory",
+                    "Path of the file, relative to the workspace (the session's working directory)",
                 )
                 .required("content", Schema::String, "The complete new file content"),
         }

@@ -11,8 +11,8 @@ use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::provider::{ModelRef, ThinkingLevel};
 use baton_host::session::SessionEvent;
 use baton_host::session::{
-    AssistantStatus, CreateOptions, FsyncPolicy, HostConfig, ItemBody, Phase, Session,
-    SessionError, SessionEventKind, SessionManager, ToolStatus,
+    AssistantStatus, CreateOptions, FsyncPolicy, HostConfig, ItemBody, Phase, SessionError,
+    SessionEventKind, SessionManager, SessionRuntime, ToolStatus,
 };
 use tokio::sync::{Notify, broadcast};
 
@@ -51,7 +51,7 @@ fn fake_model() -> Option<ModelRef> {
     Some(ModelRef::new("fake", "fake-model"))
 }
 
-fn open_new(m: &SessionManager, model: Option<ModelRef>) -> Session {
+fn open_new(m: &SessionManager, model: Option<ModelRef>) -> SessionRuntime {
     let id = m
         .create(CreateOptions {
             name: Some("t".into()),

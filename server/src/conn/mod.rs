@@ -32,7 +32,7 @@ use tracing::Instrument;
 
 use crate::context::{Context, Peer};
 use crate::error::ServiceError;
-use crate::host::{ServerHost, ServiceAttachment};
+use crate::host::{ServerHost, ServiceScope};
 use crate::listen::{Stream, StreamReader, StreamWriter};
 use crate::panics::guarded;
 use crate::publish::Publisher;
@@ -351,7 +351,7 @@ async fn sleep_until(deadline: Option<std::time::Instant>) {
     }
 }
 
-/// Starts the host's `attach_client` in its own task, so the handshake timer keeps running
+/// Starts the host's `connect_services` in its own task, so the handshake timer keeps running
 /// while the host works.
 fn start_attach<H: ServerHost>(
     server: &Arc<ServerShared<H>>,
@@ -365,8 +365,8 @@ fn start_attach<H: ServerHost>(
     let ctx = Context::new(conn_cancel.child_token(), Some(Arc::clone(peer)));
     spawn(&server.conn_tasks, async move {
         let result = guarded(
-            "attach_client",
-            host.attach_client(presentation, ctx.clone()),
+            "connect_services",
+            host.connect_services(presentation, ctx.clone()),
         )
         .await;
         if let Err(Ok(services)) = tx.send(result) {

@@ -49,7 +49,7 @@ async fn unsupported_version_gets_version_error_and_close() {
     p.send_bytes(&hello_frame(9)).await;
     p.expect_hello_error("version", "Unsupported protocol version 9; expected 8")
         .await;
-    assert_eq!(s.host.count("attach_client"), 0);
+    assert_eq!(s.host.count("connect_services"), 0);
 }
 
 #[tokio::test]
@@ -63,7 +63,7 @@ async fn a_hello_offering_negative_zero_is_answered_like_version_zero() {
     .await;
     p.expect_hello_error("version", "Unsupported protocol version 0; expected 8")
         .await;
-    assert_eq!(s.host.count("attach_client"), 0);
+    assert_eq!(s.host.count("connect_services"), 0);
 }
 
 #[tokio::test]
@@ -122,7 +122,7 @@ async fn handshake_timeout_sends_final_hello_error_and_closes() {
 #[tokio::test]
 async fn handshake_timeout_fires_while_the_host_blocks_attach() {
     let host = TestHost::new(&[]);
-    host.close_gate(gates::ATTACH_CLIENT);
+    host.close_gate(gates::CONNECT_SERVICES);
     let mut c = config();
     c.handshake_timeout = Duration::from_millis(150);
     let s = TestServer::unix(host.clone(), c).await;
@@ -131,7 +131,7 @@ async fn handshake_timeout_fires_while_the_host_blocks_attach() {
     p.expect_hello_error("invalid_request", "Handshake timeout")
         .await;
     // The late services are released once the host finishes.
-    host.open_gate(gates::ATTACH_CLIENT);
+    host.open_gate(gates::CONNECT_SERVICES);
     host.until("late services released", |i| i.services_released == 1)
         .await;
 }
@@ -230,6 +230,6 @@ async fn truncated_final_frame_closes_without_a_message() {
 async fn handshake_identifies_the_server_without_touching_sessions() {
     let s = TestServer::unix(TestHost::new(&["s1"]), config()).await;
     let _p = s.ready_peer().await;
-    assert_eq!(s.host.count("attach_client"), 1);
+    assert_eq!(s.host.count("connect_services"), 1);
     assert!(s.host.lock().opens.is_empty());
 }

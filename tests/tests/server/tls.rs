@@ -89,7 +89,7 @@ async fn tls_requiring_a_client_certificate_rejects_a_client_without_one() {
     )
     .await;
     assert_rejected(s.addr(), ca.cert_pem(), None).await;
-    assert_eq!(s.host.count("attach_client"), 0);
+    assert_eq!(s.host.count("connect_services"), 0);
 }
 
 #[tokio::test]
@@ -104,7 +104,7 @@ async fn tls_rejects_a_client_certificate_from_another_ca() {
     )
     .await;
     assert_rejected(s.addr(), ca.cert_pem(), Some(&rogue)).await;
-    assert_eq!(s.host.count("attach_client"), 0);
+    assert_eq!(s.host.count("connect_services"), 0);
 }
 
 #[tokio::test]
@@ -156,5 +156,5 @@ async fn plaintext_sent_to_a_tls_port_is_rejected() {
         decoder.push(&got).map_or(true, |m| m.is_empty()),
         "got a protocol frame: {got:02x?}"
     );
-    assert_eq!(s.host.count("attach_client"), 0);
+    assert_eq!(s.host.count("connect_services"), 0);
 }
