@@ -1,11 +1,10 @@
 //! Message codecs: frames + strict CBOR + envelope validation, as one step each way.
 //!
-//! Two forms of the same logic: a plain incremental [`MessageDecoder`] (upstream
-//! `ClientMessageDecoder`/`ServerMessageDecoder` semantics: every header of a chunk is
-//! checked before any of its payloads is decoded, and a chunk with a bad frame yields none of
-//! its messages) and tokio-util [`Decoder`]/[`Encoder`] pairs for `Framed`.
+//! Inbound there is one decoder, [`MessageDecoder`] (in `decoder.rs`, re-exported here),
+//! which decodes frames in place in the buffer they were read into, with upstream's
+//! `ClientMessageDecoder`/`ServerMessageDecoder` rules. Outbound, [`encode_frame`] and
+//! friends. [`WireCodec`] pairs the two for a tokio-util `Framed`.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -13,8 +12,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
 
 use crate::cbor::{self, CborError, ValueDecodeError, Writer};
-use crate::frame::{FRAME_HEADER_LENGTH, FrameDecoder, FrameError};
+use crate::frame::{FRAME_HEADER_LENGTH, FrameError};
 use crate::limits::{CborLimits, DEFAULT_MAX_FRAME_LENGTH};
+
+pub use crate::decoder::{
+    ClientMessageDecoder, Inbound, MessageDecoder, ServerFrameDecoder, ServerMessageDecoder,
+};
 use crate::message::{
     ClientMessage, Invalid, PayloadError, ServerMessage, decode_client, decode_server,
 };
@@ -37,10 +40,8 @@ impl fmt::Display for Side {
     }
 }
 
-/// A message that crosses the wire in one direction.
-pub trait WireMessage: Sized + sealed::Sealed {
-    /// Whose messages these are.
-    const SIDE: Side;
+/// A message that crosses the wire in one direction (its side is [`Inbound::SIDE`]).
+pub trait WireMessage: Inbound + Sized + sealed::Sealed {
     #[doc(hidden)]
     fn parse_value(value: crate::Value) -> Result<Self, InvalidMessage>;
     #[doc(hidden)]
@@ -73,7 +74,6 @@ mod sealed {
 }
 
 impl WireMessage for ClientMessage {
-    const SIDE: Side = Side::Client;
     fn parse_value(value: crate::Value) -> Result<Self, InvalidMessage> {
         Ok(Self::parse(value)?)
     }
@@ -88,7 +88,6 @@ impl WireMessage for ClientMessage {
 }
 
 impl WireMessage for ServerMessage {
-    const SIDE: Side = Side::Server;
     fn parse_value(value: crate::Value) -> Result<Self, InvalidMessage> {
         Ok(Self::parse(value)?)
     }
@@ -350,218 +349,8 @@ pub fn encode_service_update_frame(
 /// Initial buffer for [`encode_frame`]: fits hellos, requests, responses and small updates.
 const SMALL_FRAME_CAPACITY: usize = 256;
 
-/// Framing whose first error is final, shared by every decoder that turns frames into
-/// messages (this module's and the client's [`ServerFrameCodec`](crate::ServerFrameCodec)).
-///
-/// It reads the way upstream's `ValidatedMessageDecoder.push` reads one received chunk: its
-/// `FrameDecoder` first splits *every* complete frame in the chunk (checking each header),
-/// and only then is each payload decoded, in order. So an oversize length header later in a
-/// chunk wins over a bad payload earlier in it, the first bad payload wins over later ones,
-/// and a chunk with any failure yields none of its messages. "The chunk" here is every
-/// complete frame buffered when the previous batch has been handed out: what one read added
-/// (plus the cut frame an earlier read left).
-#[derive(Debug)]
-pub(crate) struct StickyFrames<T> {
-    frames: FrameDecoder,
-    failed: bool,
-    /// The decoded rest of the current chunk. At most one chunk's messages: it is refilled
-    /// only once empty, so it never outgrows what one read brought in.
-    ready: VecDeque<T>,
-}
-
-impl<T> StickyFrames<T> {
-    pub(crate) fn new(max_frame_length: u32) -> Self {
-        Self {
-            frames: FrameDecoder::new(max_frame_length),
-            failed: false,
-            ready: VecDeque::new(),
-        }
-    }
-
-    /// The next message: the rest of the current chunk, or else the first of the next chunk,
-    /// taken from every complete frame in `buf` through `decode` (given the payload and the
-    /// frame limit). Any error, framing or decoding, fails the decoder for good.
-    pub(crate) fn next(
-        &mut self,
-        buf: &mut BytesMut,
-        side: Side,
-        decode: impl FnMut(Bytes, u32) -> Result<T, DecodeError>,
-    ) -> Result<Option<T>, DecodeError> {
-        if let Some(t) = self.ready.pop_front() {
-            return Ok(Some(t));
-        }
-        self.ready = self.chunk(buf, side, decode)?.into();
-        Ok(self.ready.pop_front())
-    }
-
-    /// Every message the complete frames in `buf` hold, after whatever is left of the
-    /// current chunk, or the chunk's first failure and nothing.
-    pub(crate) fn drain(
-        &mut self,
-        buf: &mut BytesMut,
-        side: Side,
-        decode: impl FnMut(Bytes, u32) -> Result<T, DecodeError>,
-    ) -> Result<Vec<T>, DecodeError> {
-        let chunk = self.chunk(buf, side, decode)?;
-        let mut out: Vec<T> = self.ready.drain(..).collect();
-        out.extend(chunk);
-        Ok(out)
-    }
-
-    /// Splits every complete frame out of `buf`, then decodes them in order.
-    fn chunk(
-        &mut self,
-        buf: &mut BytesMut,
-        side: Side,
-        mut decode: impl FnMut(Bytes, u32) -> Result<T, DecodeError>,
-    ) -> Result<Vec<T>, DecodeError> {
-        if self.failed {
-            return Err(DecodeError::Failed { side });
-        }
-        // Payloads are slices of `buf`, not copies; their count is bounded by `buf`'s length
-        // (each frame takes at least its 4-byte header).
-        let mut payloads = Vec::new();
-        loop {
-            match self.frames.decode(buf) {
-                Ok(Some(p)) => payloads.push(p),
-                Ok(None) => break,
-                Err(source) => {
-                    self.fail();
-                    return Err(DecodeError::Frame { side, source });
-                }
-            }
-        }
-        let max = self.frames.max_frame_length();
-        let mut out = Vec::with_capacity(payloads.len());
-        for payload in payloads {
-            match decode(payload, max) {
-                Ok(t) => out.push(t),
-                Err(e) => {
-                    self.fail();
-                    return Err(e);
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    fn fail(&mut self) {
-        self.failed = true;
-        self.ready = VecDeque::new();
-    }
-
-    pub(crate) fn is_failed(&self) -> bool {
-        self.failed
-    }
-
-    /// End of stream declared by the caller: a cut frame is an error, and so is a second end.
-    fn end(&mut self, buf: &BytesMut, side: Side) -> Result<(), DecodeError> {
-        if self.failed {
-            return Err(DecodeError::Failed { side });
-        }
-        self.frames.end(buf).map_err(|source| match source {
-            FrameError::Ended => DecodeError::Ended { side },
-            FrameError::Failed => DecodeError::Failed { side },
-            source => {
-                self.failed = true;
-                DecodeError::Framing { side, source }
-            }
-        })
-    }
-
-    /// End of stream as a tokio codec sees it (possibly more than once): only a cut frame is
-    /// an error.
-    pub(crate) fn end_of_stream(&mut self, buf: &BytesMut, side: Side) -> Result<(), DecodeError> {
-        match self.frames.end(buf) {
-            Ok(()) | Err(FrameError::Ended) => Ok(()),
-            Err(source) => {
-                self.failed = true;
-                Err(DecodeError::Framing { side, source })
-            }
-        }
-    }
-}
-
-/// Incremental, sticky message decoder for one direction of one connection.
-#[derive(Debug)]
-pub struct MessageDecoder<M> {
-    frames: StickyFrames<M>,
-    buf: BytesMut,
-}
-
-/// Decodes what a client sends (used by servers).
-pub type ClientMessageDecoder = MessageDecoder<ClientMessage>;
-/// Decodes what a server sends (used by clients).
-pub type ServerMessageDecoder = MessageDecoder<ServerMessage>;
-
-impl<M: WireMessage> Default for MessageDecoder<M> {
-    fn default() -> Self {
-        Self::new(DEFAULT_MAX_FRAME_LENGTH)
-    }
-}
-
-fn decode_owned<M: WireMessage>(payload: Bytes, max: u32) -> Result<M, DecodeError> {
-    decode_payload(&payload, max)
-}
-
-impl<M: WireMessage> MessageDecoder<M> {
-    /// A decoder with the given frame limit.
-    pub fn new(max_frame_length: u32) -> Self {
-        Self {
-            frames: StickyFrames::new(max_frame_length),
-            buf: BytesMut::new(),
-        }
-    }
-
-    /// Bytes buffered toward an incomplete frame.
-    pub fn buffered(&self) -> usize {
-        self.buf.len()
-    }
-
-    /// Feeds a chunk and returns every message it completes, in order, as upstream's
-    /// `push(chunk)`: every frame header in the chunk is checked before any payload is
-    /// decoded, and if any frame in the chunk is bad, nothing from the chunk is returned and
-    /// the decoder fails for good.
-    ///
-    /// # Errors
-    /// A framing error anywhere in the chunk, else the first bad payload; afterwards
-    /// [`DecodeError::Failed`].
-    pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<M>, DecodeError> {
-        if self.frames.is_failed() {
-            return Err(DecodeError::Failed { side: M::SIDE });
-        }
-        self.buf.extend_from_slice(chunk);
-        let mut buf = std::mem::take(&mut self.buf);
-        let r = self.frames.drain(&mut buf, M::SIDE, decode_owned::<M>);
-        self.buf = buf;
-        r
-    }
-
-    /// Takes the next complete message from already-pushed bytes.
-    ///
-    /// # Errors
-    /// As [`push`](Self::push).
-    pub fn next_message(&mut self) -> Result<Option<M>, DecodeError> {
-        let mut buf = std::mem::take(&mut self.buf);
-        let r = self.decode_from(&mut buf);
-        self.buf = buf;
-        r
-    }
-
-    fn decode_from(&mut self, buf: &mut BytesMut) -> Result<Option<M>, DecodeError> {
-        self.frames.next(buf, M::SIDE, decode_owned::<M>)
-    }
-
-    /// Declares end of stream.
-    ///
-    /// # Errors
-    /// [`DecodeError::Framing`] if a frame was cut short.
-    pub fn end(&mut self) -> Result<(), DecodeError> {
-        self.frames.end(&self.buf, M::SIDE)
-    }
-}
-
-/// tokio-util codec for a peer that receives `In` and sends `Out`.
+/// tokio-util codec for a peer that receives `In` and sends `Out`: a [`MessageDecoder`]
+/// (fed the `Framed`'s buffer) beside [`encode_frame_into`].
 #[derive(Debug)]
 pub struct WireCodec<In, Out> {
     decoder: MessageDecoder<In>,
@@ -574,7 +363,7 @@ pub type ServerCodec = WireCodec<ClientMessage, ServerMessage>;
 /// What a client frames: decodes server messages, encodes client messages.
 pub type ClientCodec = WireCodec<ServerMessage, ClientMessage>;
 
-impl<In: WireMessage, Out: WireMessage> WireCodec<In, Out> {
+impl<In: Inbound, Out: WireMessage> WireCodec<In, Out> {
     /// A codec with one frame limit for both directions.
     pub fn new(max_frame_length: u32) -> Self {
         Self {
@@ -585,32 +374,26 @@ impl<In: WireMessage, Out: WireMessage> WireCodec<In, Out> {
     }
 }
 
-impl<In: WireMessage, Out: WireMessage> Default for WireCodec<In, Out> {
+impl<In: Inbound, Out: WireMessage> Default for WireCodec<In, Out> {
     fn default() -> Self {
         Self::new(DEFAULT_MAX_FRAME_LENGTH)
     }
 }
 
-impl<In: WireMessage, Out: WireMessage> Decoder for WireCodec<In, Out> {
+impl<In: Inbound, Out: WireMessage> Decoder for WireCodec<In, Out> {
     type Item = In;
     type Error = DecodeError;
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<In>, DecodeError> {
-        self.decoder.decode_from(src)
+        Decoder::decode(&mut self.decoder, src)
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<In>, DecodeError> {
-        if let Some(m) = self.decoder.decode_from(src)? {
-            return Ok(Some(m));
-        }
-        self.decoder
-            .frames
-            .end_of_stream(src, In::SIDE)
-            .map(|()| None)
+        Decoder::decode_eof(&mut self.decoder, src)
     }
 }
 
-impl<In: WireMessage, Out: WireMessage> Encoder<&Out> for WireCodec<In, Out> {
+impl<In: Inbound, Out: WireMessage> Encoder<&Out> for WireCodec<In, Out> {
     type Error = EncodeError;
 
     fn encode(&mut self, item: &Out, dst: &mut BytesMut) -> Result<(), EncodeError> {
@@ -618,7 +401,7 @@ impl<In: WireMessage, Out: WireMessage> Encoder<&Out> for WireCodec<In, Out> {
     }
 }
 
-impl<In: WireMessage, Out: WireMessage> Encoder<Out> for WireCodec<In, Out> {
+impl<In: Inbound, Out: WireMessage> Encoder<Out> for WireCodec<In, Out> {
     type Error = EncodeError;
 
     fn encode(&mut self, item: Out, dst: &mut BytesMut) -> Result<(), EncodeError> {

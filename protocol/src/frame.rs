@@ -142,6 +142,42 @@ impl FrameDecoder {
         }
     }
 
+    /// How many complete frames [`decode`](Self::decode) would take from `buf`, without
+    /// taking any: every header whose four bytes are in `buf` is checked against the limit,
+    /// including one after the last complete frame. This is how a message decoder checks a
+    /// whole chunk's headers before decoding any payload, in place.
+    ///
+    /// # Errors
+    /// As [`decode`](Self::decode): [`FrameError::TooLong`] for the first oversize header
+    /// (the decoder is then failed), [`FrameError::Failed`] or [`FrameError::Ended`].
+    pub fn complete_frames(&mut self, buf: &[u8]) -> Result<usize, FrameError> {
+        // Where the next header starts, and the frames before it.
+        let (mut at, mut frames) = match self.state {
+            State::Failed => return Err(FrameError::Failed),
+            State::Ended => return Err(FrameError::Ended),
+            State::Header => (0, 0),
+            State::Payload(length) if buf.len() < length => return Ok(0),
+            State::Payload(length) => (length, 1),
+        };
+        while let Some(header) = buf.get(at..at + FRAME_HEADER_LENGTH) {
+            let length = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+            if length > self.max_frame_length {
+                self.state = State::Failed;
+                return Err(FrameError::TooLong {
+                    length,
+                    limit: self.max_frame_length,
+                });
+            }
+            let end = at + FRAME_HEADER_LENGTH + length as usize;
+            if buf.len() < end {
+                break;
+            }
+            at = end;
+            frames += 1;
+        }
+        Ok(frames)
+    }
+
     /// Declares end of stream. Leftover bytes mean a truncated frame.
     ///
     /// # Errors

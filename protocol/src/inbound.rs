@@ -9,13 +9,12 @@
 //! [`StateDecoder::decode_update_cbor`](crate::chord::StateDecoder::decode_update_cbor) reads in
 //! place.
 
-use bytes::{Bytes, BytesMut};
-use tokio_util::codec::Decoder;
+use bytes::Bytes;
 
 use crate::cbor::{self, ValueDecodeError};
-use crate::codec::{DecodeError, Side, StickyFrames, payload_error};
+use crate::codec::{DecodeError, Side, payload_error};
 use crate::ids::Id;
-use crate::limits::{CborLimits, DEFAULT_MAX_FRAME_LENGTH, MAX_CONFIGURABLE_CBOR_DEPTH};
+use crate::limits::{CborLimits, MAX_CONFIGURABLE_CBOR_DEPTH};
 use crate::message::{ServerMessage, ServerPayload, ServiceUpdate, UpdateForm, decode_server_as};
 
 /// One server message as a client reads it.
@@ -91,8 +90,14 @@ pub fn decode_server_frame(
     payload: Bytes,
     max_frame_length: u32,
 ) -> Result<ServerFrame, DecodeError> {
-    let limits = CborLimits::for_frame_length(max_frame_length);
-    match decode_server_as(&payload, &limits, UpdateForm::Encoded) {
+    decode_server_frame_with(payload, &CborLimits::for_frame_length(max_frame_length))
+}
+
+fn decode_server_frame_with(
+    payload: Bytes,
+    limits: &CborLimits,
+) -> Result<ServerFrame, DecodeError> {
+    match decode_server_as(&payload, limits, UpdateForm::Encoded) {
         Ok(ServerPayload::Message(m)) => Ok(ServerFrame::Message(m)),
         Ok(ServerPayload::EncodedUpdate {
             subscription_id,
@@ -105,46 +110,15 @@ pub fn decode_server_frame(
     }
 }
 
-/// tokio-util decoder of [`ServerFrame`]s for a client's read half. Sticky: after an error
-/// every later call fails too.
-///
-/// Reads like upstream's `ServerMessageDecoder.push`: all complete frames buffered when a
-/// batch starts (what a read added) are split, every header checked, before any payload is
-/// decoded; a batch with any bad frame yields none of its frames. The decoded batch waits in
-/// the codec until handed out, so it holds at most one read's frames.
-#[derive(Debug)]
-pub struct ServerFrameCodec {
-    frames: StickyFrames<ServerFrame>,
-}
+/// The client's old name for [`ServerFrameDecoder`](crate::codec::ServerFrameDecoder), kept
+/// while the client moves to the in-place read loop; it is the same decoder (a tokio-util
+/// `Decoder` too), not a second one.
+pub type ServerFrameCodec = crate::codec::ServerFrameDecoder;
 
-impl ServerFrameCodec {
-    /// A decoder with the given frame limit.
-    pub fn new(max_frame_length: u32) -> Self {
-        Self {
-            frames: StickyFrames::new(max_frame_length),
-        }
-    }
-}
-
-impl Default for ServerFrameCodec {
-    fn default() -> Self {
-        Self::new(DEFAULT_MAX_FRAME_LENGTH)
-    }
-}
-
-impl Decoder for ServerFrameCodec {
-    type Item = ServerFrame;
-    type Error = DecodeError;
-
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<ServerFrame>, DecodeError> {
-        self.frames.next(src, Side::Server, decode_server_frame)
-    }
-
-    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<ServerFrame>, DecodeError> {
-        if let Some(frame) = self.decode(src)? {
-            return Ok(Some(frame));
-        }
-        self.frames.end_of_stream(src, Side::Server).map(|()| None)
+impl crate::codec::Inbound for ServerFrame {
+    const SIDE: Side = Side::Server;
+    fn from_payload(payload: Bytes, limits: &CborLimits) -> Result<Self, DecodeError> {
+        decode_server_frame_with(payload, limits)
     }
 }
 
@@ -153,6 +127,9 @@ mod tests {
     use super::*;
     use crate::codec::{ClientCodec, decode_payload};
     use crate::encode_frame;
+    use crate::limits::DEFAULT_MAX_FRAME_LENGTH;
+    use bytes::BytesMut;
+    use tokio_util::codec::Decoder;
 
     fn update_frame(sequence: u64) -> Bytes {
         let wire = crate::Value::from_json(&format!(

@@ -15,9 +15,10 @@
 //! * [`ErrorCode`]: every wire error code baton produces, typed.
 //! * [`message`]: `hello`, `request`, `cancel`, `hello_error`, `response`,
 //!   `service_update`, `attachment`.
-//! * [`codec`]: frame + CBOR + envelope in one step; incremental and tokio-util forms.
-//! * [`inbound`]: the client's read codec, which leaves `service_update` payloads encoded
-//!   for [`chord::StateDecoder::decode_update_cbor`].
+//! * [`codec`]: frame + CBOR + envelope in one step: the one inbound [`MessageDecoder`],
+//!   which decodes frames in place in the buffer they were read into, and the encoders.
+//! * [`inbound`]: what a client reads, with `service_update` payloads left encoded for
+//!   [`chord::StateDecoder::decode_update_cbor`] ([`ServerFrameDecoder`]).
 //! * [`handshake`]: sans-IO handshake machines for both ends.
 //! * [`chord`]: the service layer riding in `call`/`result`/`update`.
 //! * [`unix`]: where Unix sockets live by convention.
@@ -28,6 +29,7 @@
 pub mod cbor;
 pub mod chord;
 pub mod codec;
+mod decoder;
 mod error_code;
 pub mod frame;
 pub mod handshake;
@@ -45,9 +47,9 @@ pub mod version;
 pub mod fuzzing;
 
 pub use codec::{
-    ClientCodec, ClientMessageDecoder, DecodeError, EncodeError, ServerCodec, ServerMessageDecoder,
-    Side, decode_payload, encode_frame, encode_frame_into, encode_service_update_frame,
-    encode_update_payload, from_value, to_value,
+    ClientCodec, ClientMessageDecoder, DecodeError, EncodeError, MessageDecoder, ServerCodec,
+    ServerFrameDecoder, ServerMessageDecoder, Side, decode_payload, encode_frame,
+    encode_frame_into, encode_service_update_frame, encode_update_payload, from_value, to_value,
 };
 pub use error_code::ErrorCode;
 pub use ids::{Id, ServerId};
