@@ -133,10 +133,23 @@ pub enum ServiceError {
     /// A private failure: the client sees only `internal_error`.
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// From [`SessionHandle::lease`](crate::SessionHandle::lease): the host let go of this
+    /// handle by itself (e.g. it closed an idle session) and its [`terminated`] resolves with
+    /// [`Termination::Released`]. The server forgets the handle and opens the session again
+    /// for the attach; it reaches a client only if that keeps happening
+    /// ([`MAX_ATTACH_ATTEMPTS`](crate::MAX_ATTACH_ATTEMPTS) times), as `busy`.
+    ///
+    /// [`terminated`]: crate::SessionHandle::terminated
+    /// [`Termination::Released`]: crate::Termination::Released
+    #[error("the session handle was released by its host")]
+    SessionReleased,
 }
 
 /// Upstream's sanitised message.
 pub const INTERNAL_SERVER_ERROR_MESSAGE: &str = "Internal server error";
+
+/// What a client sees when its attach kept meeting a session its host was closing.
+const SESSION_CHURN_MESSAGE: &str = "Session was closed while attaching; try again";
 
 impl ServiceError {
     /// A client-visible error with this code and message.
@@ -190,6 +203,7 @@ impl ServiceError {
             Self::Internal(_) => {
                 WireError::from_code(ErrorCode::InternalError, INTERNAL_SERVER_ERROR_MESSAGE)
             }
+            Self::SessionReleased => WireError::from_code(ErrorCode::Busy, SESSION_CHURN_MESSAGE),
         }
     }
 
@@ -198,6 +212,7 @@ impl ServiceError {
         match self {
             Self::Remote(e) => e.code.as_str(),
             Self::Internal(_) => ErrorCode::InternalError.as_str(),
+            Self::SessionReleased => ErrorCode::Busy.as_str(),
         }
     }
 
@@ -206,6 +221,7 @@ impl ServiceError {
         match self {
             Self::Remote(e) => e.kind(),
             Self::Internal(_) => Some(ErrorCode::InternalError),
+            Self::SessionReleased => Some(ErrorCode::Busy),
         }
     }
 

@@ -122,6 +122,11 @@ pub trait ServiceScope: Send + Sync + 'static {
 pub enum Termination {
     /// An expected close.
     Closed,
+    /// The host let go of the handle while no client was attached (e.g. an idle session's
+    /// runtime was closed): the server forgets it quietly, and the next attach opens the
+    /// session again. A lease asked of it meanwhile fails with
+    /// [`ServiceError::SessionReleased`].
+    Released,
     /// An unexpected failure (logged by the server).
     Failed(Box<dyn std::error::Error + Send + Sync>),
 }
@@ -131,7 +136,8 @@ pub trait SessionHandle: Send + Sync + 'static {
     /// A connection's lease on this session.
     type Lease: ServiceScope;
 
-    /// Admits one more connection.
+    /// Admits one more connection. [`ServiceError::SessionReleased`] says the host let go of
+    /// this handle meanwhile: the server forgets it and opens the session again.
     fn lease(&self, ctx: Context)
     -> impl Future<Output = Result<Self::Lease, ServiceError>> + Send;
 

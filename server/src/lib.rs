@@ -89,5 +89,5 @@ pub use host::{CallResult, ServerHost, ServiceScope, SessionHandle, SessionMetad
 pub use identity::{ClientCertificate, PeerIdentity, SubjectAltName, Transport};
 pub use listen::{ClientAuth, ListenAddr, Listener, TcpOptions, TlsConfig, unix_socket_path};
 pub use publish::{Published, Publisher};
-pub use router::Presentation;
+pub use router::{MAX_ATTACH_ATTEMPTS, Presentation};
 pub use server::Server;

@@ -46,6 +46,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// How many times one attach opens a session whose host keeps releasing it under the attach
+/// ([`ServiceError::SessionReleased`]) before it answers `busy`.
+pub const MAX_ATTACH_ATTEMPTS: usize = 3;
+
 /// One hosted session.
 struct Hosted<H: ServerHost> {
     session_id: String,
@@ -154,6 +158,11 @@ impl<H: ServerHost> Router<H> {
         }
     }
 
+    /// Sessions hosted now (opened, or opening).
+    pub(crate) fn hosted_count(&self) -> usize {
+        lock(&self.sessions).len()
+    }
+
     /// The live connections whose peer identity satisfies `matches`.
     pub(crate) fn connections_where(
         &self,
@@ -244,23 +253,34 @@ impl<H: ServerHost> Router<H> {
             // Idempotent: the current attachmentId stays valid; no frame.
             return Ok(());
         }
-        let hosted = self.acquire(&session_id, &ctx).await?;
-        if self.is_closing() || slot.disconnected.load(Ordering::Acquire) {
-            return Err(draining());
-        }
-        if let Some(previous) = current.take() {
-            release(slot, previous, false, ctx.clone()).await;
-        }
-        let attachment_id = Id::new(crate::random::uuid_v4())
-            .map_err(|_| ServiceError::internal("empty attachment id"))?;
-        lock(&hosted.clients).insert(slot.conn_id, Arc::downgrade(slot));
-        let lease = match guarded("session lease", hosted.handle.lease(ctx.clone())).await {
-            Ok(lease) => Arc::new(lease),
-            Err(e) => {
-                lock(&hosted.clients).remove(&slot.conn_id);
-                return Err(e);
+        let mut attempts = 0;
+        let (hosted, lease) = loop {
+            attempts += 1;
+            let hosted = self.acquire(&session_id, &ctx).await?;
+            if self.is_closing() || slot.disconnected.load(Ordering::Acquire) {
+                return Err(draining());
+            }
+            if let Some(previous) = current.take() {
+                release(slot, previous, false, ctx.clone()).await;
+            }
+            lock(&hosted.clients).insert(slot.conn_id, Arc::downgrade(slot));
+            match guarded("session lease", hosted.handle.lease(ctx.clone())).await {
+                Ok(lease) => break (hosted, Arc::new(lease)),
+                Err(ServiceError::SessionReleased) if attempts < MAX_ATTACH_ATTEMPTS => {
+                    // The host closed the session between our open and this lease (its
+                    // `terminated` may not have reached the watcher yet): open it afresh.
+                    lock(&hosted.clients).remove(&slot.conn_id);
+                    self.forget(&hosted);
+                    tracing::debug!(session = %hosted.session_id, attempts, "session released by its host while attaching; opening it again");
+                }
+                Err(e) => {
+                    lock(&hosted.clients).remove(&slot.conn_id);
+                    return Err(e);
+                }
             }
         };
+        let attachment_id = Id::new(crate::random::uuid_v4())
+            .map_err(|_| ServiceError::internal("empty attachment id"))?;
         if hosted.invalidated.load(Ordering::Acquire)
             || self.is_closing()
             || slot.disconnected.load(Ordering::Acquire)
@@ -374,6 +394,9 @@ impl<H: ServerHost> Router<H> {
         match &termination {
             Termination::Closed => {
                 tracing::info!(session = %hosted.session_id, "session terminated")
+            }
+            Termination::Released => {
+                tracing::debug!(session = %hosted.session_id, "session released by its host")
             }
             Termination::Failed(error) => {
                 tracing::warn!(session = %hosted.session_id, %error, "session terminated unexpectedly");
@@ -507,6 +530,7 @@ fn describe(e: &ServiceError) -> String {
     match e {
         ServiceError::Remote(w) => w.to_string(),
         ServiceError::Internal(source) => source.to_string(),
+        ServiceError::SessionReleased => e.to_string(),
     }
 }
 

@@ -233,6 +233,12 @@ impl<H: ServerHost> Server<H> {
         lock(&self.shared.connections).len()
     }
 
+    /// Sessions the server hosts now (open or opening): each holds its host handle until it
+    /// is removed, ends by itself or is released by its host, or the server closes.
+    pub fn hosted_session_count(&self) -> usize {
+        self.shared.router.hosted_count()
+    }
+
     /// Closes every open connection whose peer identity `matches` (an access-policy reload
     /// that revoked an identity): what is queued is flushed, its in-flight requests are
     /// cancelled, its attachment is released, then the socket closes. The server keeps
