@@ -11,7 +11,7 @@ use super::event::LoopEvent;
 use super::exec::{Executed, ToolExecution, execute_batch};
 use crate::message::{AgentMessage, AssistantMessage, StopReason, ToolResultMessage};
 use crate::projection::{ContextTransform, prepare_context};
-use crate::provider::{AssistantBuilder, ModelRequest, Provider, ThinkingLevel};
+use crate::provider::{AssistantBuilder, ModelContext, ModelRequest, Provider, ThinkingLevel};
 use crate::session::StoreError;
 use crate::tool::ToolSet;
 
@@ -28,7 +28,9 @@ pub struct AgentConfig {
     pub thinking: ThinkingLevel,
     /// Callable tools.
     pub tools: ToolSet,
-    /// Optional rich → rich transform before each projection.
+    /// Optional rich → rich transform before each projection. With one, every model call
+    /// copies and projects the whole context (O(n)); without, it takes the session's
+    /// incrementally projected context (O(1)).
     pub transform: Option<Arc<dyn ContextTransform>>,
     /// Parallel or sequential batches.
     pub tool_execution: ToolExecution,
@@ -41,9 +43,14 @@ pub struct AgentConfig {
 /// The loop's view of the session: read the transcript, append settled messages, publish
 /// transient events, collect steering.
 pub trait RunContext: Send + Sync {
-    /// The runtime transcript now: the messages themselves are shared, not copied, so this
-    /// costs one pointer per message however long they are.
-    fn messages(&self) -> Vec<Arc<AgentMessage>>;
+    /// The model context now, projected and shared (O(1): a reference count, not a copy).
+    /// Read for every model call without a [`ContextTransform`]. Must equal
+    /// [`crate::projection::project`] of [`RunContext::messages`]; keep a
+    /// [`crate::projection::ContextProjector`] next to the messages to get it cheaply.
+    fn model_context(&self) -> ModelContext;
+    /// The runtime transcript now, as a shared snapshot (O(1): the list is not copied). Read
+    /// only when a [`ContextTransform`] is configured, which then copies it.
+    fn messages(&self) -> Arc<Vec<Arc<AgentMessage>>>;
     /// Appends a settled message (persisting it first where the context is durable).
     ///
     /// # Errors
@@ -165,14 +172,17 @@ pub async fn run(
     }
 }
 
-/// One model call: transform + project, stream, settle. Never fails: failures become an
+/// One model call: take the projected context (or transform + project), stream, settle. Never fails: failures become an
 /// `error` / `aborted` message.
 async fn stream_assistant(
     config: &AgentConfig,
     ctx: &dyn RunContext,
     cancel: &CancellationToken,
 ) -> AssistantMessage {
-    let messages = prepare_context(config.transform.as_deref(), ctx.messages(), cancel).await;
+    let messages = match config.transform.as_deref() {
+        None => ctx.model_context(),
+        transform => prepare_context(transform, &ctx.messages(), cancel).await,
+    };
     let request = ModelRequest {
         model: config.model.clone(),
         system_prompt: config.system_prompt.clone(),

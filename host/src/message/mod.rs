@@ -13,5 +13,5 @@ pub use content::{
     joined_text,
 };
 pub use model::{
-    AssistantMessage, Cost, Message, StopReason, ToolResultMessage, Usage, UserMessage,
+    AssistantMessage, Cost, Message, MessageRef, StopReason, ToolResultMessage, Usage, UserMessage,
 };

@@ -203,3 +203,47 @@ impl Message {
         }
     }
 }
+
+impl Message {
+    /// This message, borrowed.
+    pub fn to_ref(&self) -> MessageRef<'_> {
+        match self {
+            Self::User(m) => MessageRef::User(m),
+            Self::Assistant(m) => MessageRef::Assistant(m),
+            Self::ToolResult(m) => MessageRef::ToolResult(m),
+        }
+    }
+}
+
+/// A borrowed [`Message`]: what iterating a model context yields (the context shares the
+/// transcript's messages instead of copying them). Serialises exactly like [`Message`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "role", rename_all = "camelCase")]
+pub enum MessageRef<'a> {
+    /// A user turn.
+    User(&'a UserMessage),
+    /// A model response.
+    Assistant(&'a AssistantMessage),
+    /// A tool outcome.
+    ToolResult(&'a ToolResultMessage),
+}
+
+impl MessageRef<'_> {
+    /// Unix milliseconds.
+    pub fn timestamp(self) -> u64 {
+        match self {
+            Self::User(m) => m.timestamp,
+            Self::Assistant(m) => m.timestamp,
+            Self::ToolResult(m) => m.timestamp,
+        }
+    }
+
+    /// An owned copy.
+    pub fn to_message(self) -> Message {
+        match self {
+            Self::User(m) => Message::User(m.clone()),
+            Self::Assistant(m) => Message::Assistant(m.clone()),
+            Self::ToolResult(m) => Message::ToolResult(m.clone()),
+        }
+    }
+}

@@ -20,9 +20,11 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::BoxFuture;
-use crate::message::{Message, StopReason, ToolCall, Usage};
+use crate::message::{StopReason, ToolCall, Usage};
 use crate::tool::ToolSpec;
 
+pub use crate::message::MessageRef;
+pub use crate::projection::ModelContext;
 pub use assemble::{AssistantBuilder, StreamUpdate};
 
 /// Which model a session uses: provider id plus model id.
@@ -109,8 +111,10 @@ pub struct ModelRequest {
     pub model: String,
     /// System prompt.
     pub system_prompt: String,
-    /// The projected conversation.
-    pub messages: Vec<Message>,
+    /// The projected conversation: shared with the session, not a copy. Iterate it
+    /// (`for m in &request.messages`) and match the borrowed [`MessageRef`]s; see
+    /// [`ModelContext`]. Tests build one from a `Vec<Message>` with `.into()`.
+    pub messages: ModelContext,
     /// Tools the model may call.
     pub tools: Vec<ToolSpec>,
     /// Reasoning effort.

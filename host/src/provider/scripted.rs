@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ModelRequest, Provider, ProviderEvent, ProviderStream};
 use crate::BoxFuture;
-use crate::message::{Message, StopReason, ToolCall, Usage, joined_text};
+use crate::message::{MessageRef, StopReason, ToolCall, Usage, joined_text};
+use crate::projection::ModelContext;
 
 /// Provider id of the scripted model.
 pub const PROVIDER_ID: &str = "scripted";
@@ -156,13 +157,13 @@ pub fn script(request: &ModelRequest) -> Vec<ProviderEvent> {
     events
 }
 
-fn plan(messages: &[Message]) -> Plan {
+fn plan(messages: &ModelContext) -> Plan {
     let results: Vec<_> = messages
         .iter()
         .rev()
         .map_while(|m| match m {
-            Message::ToolResult(r) => Some(r),
-            Message::User(_) | Message::Assistant(_) => None,
+            MessageRef::ToolResult(r) => Some(r),
+            MessageRef::User(_) | MessageRef::Assistant(_) => None,
         })
         .collect();
     if !results.is_empty() {
@@ -190,7 +191,7 @@ fn plan(messages: &[Message]) -> Plan {
             text: text.trim_end().to_owned(),
         };
     }
-    let Some(Message::User(user)) = messages.last() else {
+    let Some(MessageRef::User(user)) = messages.last() else {
         return Plan::Answer {
             thinking: "There is no new user message.".into(),
             text: "Nothing to answer.".into(),
@@ -257,11 +258,11 @@ fn quote(body: &str) -> String {
     format!("{}\n…", &body[..end])
 }
 
-fn message_chars(m: &Message) -> usize {
+fn message_chars(m: MessageRef<'_>) -> usize {
     match m {
-        Message::User(u) => joined_text(&u.content).len(),
-        Message::Assistant(a) => a.text().len(),
-        Message::ToolResult(r) => joined_text(&r.content).len(),
+        MessageRef::User(u) => joined_text(&u.content).len(),
+        MessageRef::Assistant(a) => a.text().len(),
+        MessageRef::ToolResult(r) => joined_text(&r.content).len(),
     }
 }
 
@@ -285,14 +286,14 @@ fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::{ToolResultMessage, UserContent, UserMessage};
+    use crate::message::{Message, ToolResultMessage, UserContent, UserMessage};
     use crate::provider::ThinkingLevel;
 
     fn request(messages: Vec<Message>) -> ModelRequest {
         ModelRequest {
             model: MODEL_ID.into(),
             system_prompt: String::new(),
-            messages,
+            messages: messages.into(),
             tools: Vec::new(),
             thinking: ThinkingLevel::Off,
         }

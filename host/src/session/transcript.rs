@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use super::view::{BodyRef, ItemRef, Phase, SessionState, ToolConfinement, TranscriptItem};
 use crate::message::{AgentMessage, AssistantContent, AssistantMessage, ToolCall};
+use crate::projection::{ContextProjector, ModelContext};
 use crate::provider::{ModelRef, ThinkingLevel};
 
 /// One view entry.
@@ -70,7 +71,11 @@ impl CallRef {
 #[derive(Debug, Default)]
 pub(crate) struct Transcript {
     entries: Vec<Entry>,
-    context: Vec<Arc<AgentMessage>>,
+    /// The rich model context. Behind an `Arc` so a run can take a snapshot without copying
+    /// the list; appends go through `Arc::make_mut` (in place while nobody holds a snapshot).
+    context: Arc<Vec<Arc<AgentMessage>>>,
+    /// `context` projected for the provider, kept up to date on every append.
+    projected: ContextProjector,
     streaming: Option<usize>,
     running_tools: HashMap<String, usize>,
 }
@@ -101,9 +106,15 @@ impl Transcript {
                 _ => Slot::Settled(Arc::clone(&m)),
             };
             t.entries.push(Entry { id, slot });
-            t.context.push(m);
+            t.push_context(m);
         }
         t
+    }
+
+    /// Appends to the model context and its projection.
+    fn push_context(&mut self, message: Arc<AgentMessage>) {
+        self.projected.push(&message);
+        Arc::make_mut(&mut self.context).push(message);
     }
 
     /// Number of view items.
@@ -111,9 +122,14 @@ impl Transcript {
         self.entries.len()
     }
 
-    /// The model context (shared, not copied: one pointer per message).
-    pub(crate) fn context(&self) -> Vec<Arc<AgentMessage>> {
-        self.context.clone()
+    /// The model context, a shared snapshot (O(1): the list is not copied).
+    pub(crate) fn context(&self) -> Arc<Vec<Arc<AgentMessage>>> {
+        Arc::clone(&self.context)
+    }
+
+    /// The model context projected for the provider, shared (O(1)).
+    pub(crate) fn model_context(&self) -> ModelContext {
+        self.projected.context().clone()
     }
 
     /// The model context as owned messages (a deep copy, for callers outside the runtime).
@@ -126,7 +142,7 @@ impl Transcript {
 
     /// Appends a settled message to both the view and the context; returns its index.
     pub(crate) fn push_settled(&mut self, id: String, message: Arc<AgentMessage>) -> usize {
-        self.context.push(Arc::clone(&message));
+        self.push_context(Arc::clone(&message));
         self.entries.push(Entry {
             id,
             slot: Slot::Settled(message),
@@ -168,7 +184,7 @@ impl Transcript {
     ) -> Option<(usize, TranscriptItem)> {
         let index = self.streaming.take()?;
         let old = self.owned_item(index)?;
-        self.context.push(Arc::clone(&message));
+        self.push_context(Arc::clone(&message));
         self.entries[index].slot = Slot::Settled(message);
         Some((index, old))
     }
@@ -241,7 +257,7 @@ impl Transcript {
             // The settled copy replaces the one shown since `ToolEnd`: one copy stays.
             *result = Some(Arc::clone(message));
         }
-        self.context.push(Arc::clone(message));
+        self.push_context(Arc::clone(message));
         true
     }
 
@@ -252,7 +268,7 @@ impl Transcript {
     }
 
     /// Replaces the model context (after a compaction), reusing the entries' allocations for
-    /// messages they already hold.
+    /// messages they already hold, and rebuilds its projection once (O(n)).
     pub(crate) fn replace_context(&mut self, messages: Vec<(String, AgentMessage)>) {
         let held: HashMap<&str, &Arc<AgentMessage>> = self
             .entries
@@ -265,14 +281,15 @@ impl Transcript {
                 Slot::Streaming(_) | Slot::Tool { .. } => None,
             })
             .collect();
-        let context = messages
+        let context: Vec<Arc<AgentMessage>> = messages
             .into_iter()
             .map(|(id, m)| match held.get(id.as_str()) {
                 Some(arc) if ***arc == m => Arc::clone(arc),
                 _ => Arc::new(m),
             })
             .collect();
-        self.context = context;
+        self.projected = ContextProjector::from_messages(&context);
+        self.context = Arc::new(context);
     }
 
     /// Item `index`, borrowed.

@@ -12,7 +12,7 @@ use super::runtime::{Inner, MAX_QUEUED_STEER, SessionRuntime};
 use super::view::Phase;
 use crate::agent::{self, AgentConfig, LoopEvent, RunContext, RunOutcome};
 use crate::message::{AgentMessage, AssistantContent, UserMessage};
-use crate::provider::StreamUpdate;
+use crate::provider::{ModelContext, StreamUpdate};
 use crate::spawn::spawn_tracked;
 
 /// How a prompt's run ended.
@@ -180,7 +180,11 @@ struct RunCtx {
 }
 
 impl RunContext for RunCtx {
-    fn messages(&self) -> Vec<Arc<AgentMessage>> {
+    fn model_context(&self) -> ModelContext {
+        self.inner.lock().doc.transcript.model_context()
+    }
+
+    fn messages(&self) -> Arc<Vec<Arc<AgentMessage>>> {
         self.inner.lock().doc.transcript.context()
     }
 

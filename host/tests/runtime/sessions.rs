@@ -204,7 +204,7 @@ async fn user_bash_while_idle_is_recorded_and_seen_by_the_next_model_call() {
         .messages
         .iter()
         .filter_map(|m| match m {
-            baton_host::Message::User(u) => u.content[0].as_text().map(str::to_owned),
+            baton_host::message::MessageRef::User(u) => u.content[0].as_text().map(str::to_owned),
             _ => None,
         })
         .collect();

@@ -6,10 +6,14 @@ use std::sync::{Arc, Mutex};
 
 use baton_host::agent::{AgentConfig, LoopEvent, RunContext, ToolExecution};
 use baton_host::message::{AgentMessage, StopReason, ToolCall, UserMessage};
-use baton_host::provider::{ModelRequest, Provider, ProviderEvent, ProviderStream, ThinkingLevel};
+use baton_host::message::MessageRef;
+use baton_host::projection::ContextProjector;
+use baton_host::provider::{
+    ModelContext, ModelRequest, Provider, ProviderEvent, ProviderStream, ThinkingLevel,
+};
 use baton_host::session::StoreError;
 use baton_host::tool::{ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, ToolSet};
-use baton_host::{BoxFuture, Message};
+use baton_host::BoxFuture;
 use baton_protocol::Value;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -117,6 +121,8 @@ impl Provider for FakeProvider {
 #[derive(Default)]
 pub(crate) struct TestCtx {
     pub(crate) messages: Mutex<Vec<AgentMessage>>,
+    /// `messages` projected as they are appended (what the runtime keeps too).
+    projected: Mutex<ContextProjector>,
     pub(crate) events: Mutex<Vec<LoopEvent>>,
     pub(crate) steering: Mutex<VecDeque<String>>,
     /// Fires on every event (tests wait for a condition by re-checking after each).
@@ -151,16 +157,25 @@ impl TestCtx {
 }
 
 impl RunContext for TestCtx {
-    fn messages(&self) -> Vec<Arc<AgentMessage>> {
-        self.messages
-            .lock()
-            .unwrap()
-            .iter()
-            .cloned()
-            .map(Arc::new)
-            .collect()
+    fn model_context(&self) -> ModelContext {
+        self.projected.lock().unwrap().context().clone()
+    }
+    fn messages(&self) -> Arc<Vec<Arc<AgentMessage>>> {
+        Arc::new(
+            self.messages
+                .lock()
+                .unwrap()
+                .iter()
+                .cloned()
+                .map(Arc::new)
+                .collect(),
+        )
     }
     fn append(&self, message: AgentMessage) -> Result<(), StoreError> {
+        self.projected
+            .lock()
+            .unwrap()
+            .push(&Arc::new(message.clone()));
         self.messages.lock().unwrap().push(message);
         Ok(())
     }
@@ -310,12 +325,12 @@ pub(crate) fn roles(msgs: &[AgentMessage]) -> Vec<&'static str> {
     msgs.iter().map(AgentMessage::role).collect()
 }
 
-pub(crate) fn model_roles(msgs: &[Message]) -> Vec<&'static str> {
+pub(crate) fn model_roles(msgs: &ModelContext) -> Vec<&'static str> {
     msgs.iter()
         .map(|m| match m {
-            Message::User(_) => "user",
-            Message::Assistant(_) => "assistant",
-            Message::ToolResult(_) => "toolResult",
+            MessageRef::User(_) => "user",
+            MessageRef::Assistant(_) => "assistant",
+            MessageRef::ToolResult(_) => "toolResult",
         })
         .collect()
 }

@@ -61,7 +61,7 @@ fn request() -> ModelRequest {
     ModelRequest {
         model: "qwen-test".into(),
         system_prompt: "be brief".into(),
-        messages: vec![Message::User(UserMessage::text("list files", 1))],
+        messages: vec![Message::User(UserMessage::text("list files", 1))].into(),
         tools: vec![ToolSpec {
             name: "bash".into(),
             description: "run".into(),

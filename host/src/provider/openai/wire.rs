@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use baton_protocol::{Map, Value};
 use serde_json::{Value as Json, json};
 
-use crate::message::{Message, StopReason, ToolCall, Usage, UserContent, joined_text};
+use crate::message::{MessageRef, StopReason, ToolCall, Usage, UserContent, joined_text};
 use crate::provider::{ModelRequest, ProviderEvent};
 
 /// The JSON body for a streaming chat-completions request.
@@ -20,8 +20,8 @@ pub(crate) fn request_body(req: &ModelRequest) -> Json {
     }
     for m in &req.messages {
         messages.push(match m {
-            Message::User(u) => json!({"role": "user", "content": user_content(&u.content)}),
-            Message::Assistant(a) => {
+            MessageRef::User(u) => json!({"role": "user", "content": user_content(&u.content)}),
+            MessageRef::Assistant(a) => {
                 let text = a.text();
                 let calls: Vec<Json> = a
                     .tool_calls()
@@ -48,7 +48,7 @@ pub(crate) fn request_body(req: &ModelRequest) -> Json {
                 }
                 Json::Object(obj)
             }
-            Message::ToolResult(r) => json!({
+            MessageRef::ToolResult(r) => json!({
                 "role": "tool",
                 "tool_call_id": r.tool_call_id,
                 "content": joined_text(&r.content),

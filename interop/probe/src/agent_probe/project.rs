@@ -1,5 +1,10 @@
 //! The projection command: baton's per-role conversion and its full projection (conversion
-//! plus pairing repair) of transcripts given as upstream-shaped JSON.
+//! plus pairing repair) of transcripts given as upstream-shaped JSON. The projection reported
+//! is the incremental one the runtime uses ([`projection::ContextProjector`], messages
+//! appended one by one); a transcript where it differs from the whole-list reference
+//! ([`projection::project`]) is reported as an error in its slot.
+
+use std::sync::Arc;
 
 use baton_host::message::AgentMessage;
 use baton_host::projection;
@@ -30,7 +35,15 @@ pub(crate) fn project(messages: &Value) -> Result<serde_json::Value, String> {
         parsed.push(msg);
     }
     let converted = projection::convert(&parsed);
-    let projected = projection::project(&parsed);
+    let reference = projection::project(&parsed);
+    let projected = projection::ContextProjector::from_messages(parsed.into_iter().map(Arc::new))
+        .context()
+        .clone();
+    if projected != reference {
+        return Err(format!(
+            "the incremental projection differs from the whole-list one: {projected:?} vs {reference:?}"
+        ));
+    }
     Ok(json!({
         "convert": serde_json::to_value(&converted).unwrap_or_default(),
         "project": serde_json::to_value(&projected).unwrap_or_default(),

@@ -17,8 +17,10 @@ use baton_host::BoxFuture;
 use baton_host::agent::{self, AgentConfig, LoopEvent, RunContext, RunOutcome};
 use baton_host::interop::{CancellationToken, TaskTracker};
 use baton_host::message::{AgentMessage, UserMessage};
+use baton_host::projection::ContextProjector;
 use baton_host::provider::{
-    ModelRequest, Provider, ProviderEvent, ProviderStream, StreamUpdate, ThinkingLevel,
+    ModelContext, ModelRequest, Provider, ProviderEvent, ProviderStream, StreamUpdate,
+    ThinkingLevel,
 };
 use baton_host::session::StoreError;
 use baton_host::tool::{ObjectSchema, Tool, ToolContext, ToolError, ToolOutput, ToolSet};
@@ -213,6 +215,8 @@ impl Tool for ScenarioTool {
 #[derive(Debug)]
 struct Recorder {
     transcript: Mutex<Vec<AgentMessage>>,
+    /// `transcript` projected as it is appended, as the runtime does.
+    projected: Mutex<ContextProjector>,
     events: Mutex<Vec<serde_json::Value>>,
     shared: Arc<Shared>,
     clock: AtomicU64,
@@ -242,16 +246,23 @@ fn event_json(event: &LoopEvent) -> serde_json::Value {
 }
 
 impl RunContext for Recorder {
-    fn messages(&self) -> Vec<Arc<AgentMessage>> {
-        lock(&self.transcript)
-            .iter()
-            .cloned()
-            .map(Arc::new)
-            .collect()
+    fn model_context(&self) -> ModelContext {
+        lock(&self.projected).context().clone()
+    }
+
+    fn messages(&self) -> Arc<Vec<Arc<AgentMessage>>> {
+        Arc::new(
+            lock(&self.transcript)
+                .iter()
+                .cloned()
+                .map(Arc::new)
+                .collect(),
+        )
     }
 
     fn append(&self, message: AgentMessage) -> Result<(), StoreError> {
         lock(&self.events).push(json!({"type": "Append", "message": to_json!(&message)}));
+        lock(&self.projected).push(&Arc::new(message.clone()));
         lock(&self.transcript).push(message);
         Ok(())
     }
@@ -334,6 +345,7 @@ pub(crate) async fn run(scenario: Scenario) -> Result<serde_json::Value, String>
     };
     let recorder = Recorder {
         transcript: Mutex::new(Vec::new()),
+        projected: Mutex::new(ContextProjector::new()),
         events: Mutex::new(Vec::new()),
         shared,
         clock: AtomicU64::new(1),

@@ -4,8 +4,14 @@
 //! ```text
 //! runtime transcript ─▶ ContextTransform (optional, rich → rich, falls back on error)
 //!                    ─▶ convert (per-role rules) ─▶ repair (tool call/result pairing)
-//!                    ─▶ Vec<Message> for the provider
+//!                    ─▶ ModelContext for the provider
 //! ```
+//!
+//! Without a transform nothing of this runs per model call: the session keeps the projected
+//! context up to date as it appends messages ([`ContextProjector`], O(1) per message, exactly
+//! equal to [`project`] of the whole list) and a call takes a shared [`ModelContext`] (one
+//! reference count). A configured [`ContextTransform`] works on the whole list, so with one
+//! every call copies and projects the whole context (O(n) in the transcript length).
 //!
 //! Rules (design text, Coding Agent converter):
 //! * `user`, `assistant`, `toolResult` pass through.
@@ -22,7 +28,13 @@
 //!   without a result gets a synthetic `isError` result ("No result provided");
 //! * a tool result that answers no open call is dropped.
 //!
-//! The projection works on copies: the stored records are never changed, and it cannot fail.
+//! The projection never changes the stored records, and it cannot fail.
+
+mod context;
+mod incremental;
+
+pub use context::{Iter, ModelContext};
+pub use incremental::ContextProjector;
 
 use std::borrow::Borrow;
 use std::collections::HashSet;
@@ -97,34 +109,37 @@ pub fn bash_execution_to_text(m: &BashExecutionMessage) -> String {
 pub fn convert<M: Borrow<AgentMessage>>(messages: &[M]) -> Vec<Message> {
     messages
         .iter()
-        .filter_map(|m| match m.borrow() {
-            AgentMessage::User(u) => Some(Message::User(u.clone())),
-            AgentMessage::Assistant(a) => Some(Message::Assistant(a.clone())),
-            AgentMessage::ToolResult(r) => Some(Message::ToolResult(r.clone())),
-            AgentMessage::BashExecution(b) if b.exclude_from_context => None,
-            AgentMessage::BashExecution(b) => {
-                Some(user_text(bash_execution_to_text(b), b.timestamp))
-            }
-            AgentMessage::Custom(c) => Some(Message::User(UserMessage {
-                content: c.content.clone(),
-                timestamp: c.timestamp,
-            })),
-            AgentMessage::BranchSummary(s) => Some(user_text(
-                format!(
-                    "{BRANCH_SUMMARY_PREFIX}{}{BRANCH_SUMMARY_SUFFIX}",
-                    s.summary
-                ),
-                s.timestamp,
-            )),
-            AgentMessage::CompactionSummary(s) => Some(user_text(
-                format!(
-                    "{COMPACTION_SUMMARY_PREFIX}{}{COMPACTION_SUMMARY_SUFFIX}",
-                    s.summary
-                ),
-                s.timestamp,
-            )),
-        })
+        .filter_map(|m| convert_one(m.borrow()))
         .collect()
+}
+
+/// One message's conversion (`None`: not model-visible).
+pub(crate) fn convert_one(message: &AgentMessage) -> Option<Message> {
+    match message {
+        AgentMessage::User(u) => Some(Message::User(u.clone())),
+        AgentMessage::Assistant(a) => Some(Message::Assistant(a.clone())),
+        AgentMessage::ToolResult(r) => Some(Message::ToolResult(r.clone())),
+        AgentMessage::BashExecution(b) if b.exclude_from_context => None,
+        AgentMessage::BashExecution(b) => Some(user_text(bash_execution_to_text(b), b.timestamp)),
+        AgentMessage::Custom(c) => Some(Message::User(UserMessage {
+            content: c.content.clone(),
+            timestamp: c.timestamp,
+        })),
+        AgentMessage::BranchSummary(s) => Some(user_text(
+            format!(
+                "{BRANCH_SUMMARY_PREFIX}{}{BRANCH_SUMMARY_SUFFIX}",
+                s.summary
+            ),
+            s.timestamp,
+        )),
+        AgentMessage::CompactionSummary(s) => Some(user_text(
+            format!(
+                "{COMPACTION_SUMMARY_PREFIX}{}{COMPACTION_SUMMARY_SUFFIX}",
+                s.summary
+            ),
+            s.timestamp,
+        )),
+    }
 }
 
 fn user_text(text: String, timestamp: u64) -> Message {
@@ -188,28 +203,30 @@ pub fn repair(messages: Vec<Message>) -> Vec<Message> {
     out
 }
 
-/// Conversion then repair: the whole projection, without a transform.
+/// Conversion then repair: the whole projection, without a transform. The reference the
+/// incremental [`ContextProjector`] is tested against.
 pub fn project<M: Borrow<AgentMessage>>(messages: &[M]) -> Vec<Message> {
     repair(convert(messages))
 }
 
 /// Runs the optional transform (falling back to `messages` on error or cancellation), then
-/// [`project`]s. Never fails. Without a transform the shared messages are projected in
+/// [`project`]s the whole list (O(n): the session's [`ContextProjector`] is the path without
+/// a transform). Never fails. Without a transform the shared messages are projected in
 /// place; a transform works on owned copies (it may rewrite them).
 pub async fn prepare_context(
     transform: Option<&dyn ContextTransform>,
-    messages: Vec<Arc<AgentMessage>>,
+    messages: &[Arc<AgentMessage>],
     cancel: &CancellationToken,
-) -> Vec<Message> {
+) -> ModelContext {
     let Some(transform) = transform else {
-        return project(&messages);
+        return project(messages).into();
     };
     let fallback: Vec<AgentMessage> = messages.iter().map(|m| AgentMessage::clone(m)).collect();
     match transform.transform(fallback.clone(), cancel).await {
-        Ok(transformed) => project(&transformed),
+        Ok(transformed) => project(&transformed).into(),
         Err(error) => {
             tracing::warn!(%error, "context transform failed; using the untransformed transcript");
-            project(&fallback)
+            project(&fallback).into()
         }
     }
 }
@@ -566,17 +583,17 @@ mod tests {
     #[tokio::test]
     async fn failing_transform_falls_back_to_the_untransformed_transcript() {
         let msgs = vec![user("a"), user("b")];
-        let shared = msgs.iter().cloned().map(Arc::new).collect();
-        let out = prepare_context(Some(&Failing), shared, &CancellationToken::new()).await;
+        let shared: Vec<_> = msgs.iter().cloned().map(Arc::new).collect();
+        let out = prepare_context(Some(&Failing), &shared, &CancellationToken::new()).await;
         assert_eq!(out, project(&msgs));
     }
 
     #[tokio::test]
     async fn transform_runs_before_projection() {
         let msgs = vec![user("a"), AgentMessage::BashExecution(bash(false))];
-        let shared = msgs.into_iter().map(Arc::new).collect();
-        let out = prepare_context(Some(&KeepLast), shared, &CancellationToken::new()).await;
+        let shared: Vec<_> = msgs.into_iter().map(Arc::new).collect();
+        let out = prepare_context(Some(&KeepLast), &shared, &CancellationToken::new()).await;
         assert_eq!(out.len(), 1);
-        assert!(only_text(&out[0]).starts_with("Ran `ls -la`"));
+        assert!(only_text(&out.to_messages()[0]).starts_with("Ran `ls -la`"));
     }
 }
