@@ -14,7 +14,7 @@ use bytes::{Bytes, BytesMut};
 use crate::cbor::{self, ValueDecodeError};
 use crate::chord::{self, Op, OpDecoder, OpEncoder};
 use crate::codec::{
-    MessageDecoder, WireMessage, decode_payload, encode_frame, from_value, to_value,
+    Inbound, MessageDecoder, WireMessage, decode_payload, encode_frame, from_value, to_value,
 };
 use crate::frame::{FRAME_HEADER_LENGTH, FrameDecoder, FrameError};
 use crate::limits::{CborLimits, DEFAULT_MAX_FRAME_LENGTH};
@@ -194,6 +194,43 @@ pub fn server_message_decode(data: &[u8]) {
             "decode_server_frame and decode_payload disagree"
         );
     }
+    // And the client's in-place decoder reads the stream as the value decoder does.
+    let step = 1 + data.len() % 11;
+    let limit = DEFAULT_MAX_FRAME_LENGTH;
+    let (frames, frames_err) = read_in_place::<crate::ServerFrame>(data, step, limit);
+    let frames: Vec<ServerMessage> = frames
+        .into_iter()
+        .map(|f| f.into_message().expect("a validated update decodes"))
+        .collect();
+    assert_eq!(
+        (frames, frames_err),
+        read_in_place::<ServerMessage>(data, step, limit),
+        "the client's frame decoder differs from the value decoder"
+    );
+}
+
+/// Feeds `data` to a decoder `step` bytes a read through
+/// [`read_buffer`](MessageDecoder::read_buffer), taking every message after each read, then
+/// ends the stream: what a connection's read loop sees.
+fn read_in_place<M: Inbound>(
+    data: &[u8],
+    step: usize,
+    limit: u32,
+) -> (Vec<M>, Option<DecodeError>) {
+    let mut d = MessageDecoder::<M>::new(limit);
+    let mut got = Vec::new();
+    for chunk in data.chunks(step) {
+        d.read_buffer(chunk.len()).extend_from_slice(chunk);
+        loop {
+            match d.next_message() {
+                Ok(Some(m)) => got.push(m),
+                Ok(None) => break,
+                Err(e) => return (got, Some(e)),
+            }
+        }
+    }
+    let end = d.end().err();
+    (got, end)
 }
 
 /// Shared body of the message targets.
@@ -247,7 +284,7 @@ where
     if chunked_err.is_none() {
         chunked_err = chunked.end().err();
     }
-    match (&whole_result, chunked_err) {
+    match (&whole_result, chunked_err.clone()) {
         (Ok(msgs), None) => assert_eq!(msgs, &chunked_msgs, "chunked messages differ"),
         (Err(e @ DecodeError::Frame { .. }), Some(c)) => assert!(
             &c == e
@@ -260,6 +297,14 @@ where
         (Err(e), Some(c)) => assert_eq!(e, &c, "chunked error differs"),
         (w, c) => panic!("one-shot {w:?} but chunked error {c:?}"),
     }
+
+    // Read in place (the connections' loop) in the same chunks: exactly what pushing gives.
+    let (in_place_msgs, in_place_err) = read_in_place::<M>(data, step, limit);
+    assert_eq!(
+        (&in_place_msgs, &in_place_err),
+        (&chunked_msgs, &chunked_err),
+        "reading in place differs from pushing the same chunks"
+    );
 
     // The bytes after a (presumed) header as one payload.
     if let Some(payload) = data.get(FRAME_HEADER_LENGTH..) {
