@@ -233,8 +233,8 @@ async fn run<H: ServerHost>(
     let conn_cancel = CancellationToken::new();
     let mut services: Option<Arc<H::Services>> = None;
     let mut attaching: Option<oneshot::Receiver<Result<H::Services, ServiceError>>> = None;
+    // Reads go straight into the decoder's buffer and frames are decoded there, in place.
     let mut decoder = ClientMessageDecoder::new(server.config.max_frame_length);
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
     // True once the peer's side ended (end of stream or a failed read).
     let mut peer_closed = false;
 
@@ -264,7 +264,7 @@ async fn run<H: ServerHost>(
                 let now = tokio::time::Instant::now().into_std();
                 shared.with(|s| s.handle_timeout(now));
             }
-            r = reader.read_buf(&mut buf), if reading => match r {
+            r = reader.read_buf(decoder.read_buffer(READ_CHUNK)), if reading => match r {
                 Ok(0) => {
                     if let Err(error) = decoder.end() {
                         tracing::debug!(%error, "peer closed mid-frame");
@@ -276,26 +276,29 @@ async fn run<H: ServerHost>(
                     break;
                 }
                 Ok(_) => {
-                    let pushed = decoder.push(&buf);
-                    buf.clear();
                     let _hold = shared.hold_wakes();
-                    match pushed {
-                        Ok(messages) => {
-                            for m in messages {
-                                match shared.with(|s| s.handle_message(m)) {
-                                    Step::Nothing => {}
-                                    Step::Attach => {
-                                        attaching = Some(start_attach(&server, &presentation, &peer, &conn_cancel));
-                                    }
-                                    Step::Dispatch(d) => {
-                                        if let Some(s) = &services {
-                                            spawn_request(&server, &shared, &peer, s, *d);
-                                        }
-                                    }
+                    // Every message the read completed, before reading again (a chunk whose
+                    // frames are not all good yields none of them, and the error).
+                    loop {
+                        let m = match decoder.next_message() {
+                            Ok(Some(m)) => m,
+                            Ok(None) => break,
+                            Err(e) => {
+                                shared.with(|s| s.handle_decode_error(&e));
+                                break;
+                            }
+                        };
+                        match shared.with(|s| s.handle_message(m)) {
+                            Step::Nothing => {}
+                            Step::Attach => {
+                                attaching = Some(start_attach(&server, &presentation, &peer, &conn_cancel));
+                            }
+                            Step::Dispatch(d) => {
+                                if let Some(s) = &services {
+                                    spawn_request(&server, &shared, &peer, s, *d);
                                 }
                             }
                         }
-                        Err(e) => shared.with(|s| s.handle_decode_error(&e)),
                     }
                     write_inline(&shared, &parked);
                 }
