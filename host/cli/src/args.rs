@@ -1,70 +1,63 @@
-//! Command-line parsing (no parser crate: the grammar is small).
+//! Command-line parsing with clap (derive): per-subcommand `--help`, `--version`, short
+//! usage errors with a hint, and shell completions generated from the same model.
+//!
+//! `serve`'s flags all live in [`ServeArgs`], one field per flag, so adding one is one field.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use baton_protocol::ServerId;
+use clap::error::ErrorKind;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap_complete::Shell;
 
 use crate::certs::{CertsArgs, ClientName, San};
 
-pub(crate) const USAGE: &str = "\
-usage: baton-host <command> [options]
+/// `--version`: the crate version and how it was built (no git: the source may be a tarball).
+#[cfg(debug_assertions)]
+pub(crate) const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (debug build)");
+/// `--version`: the crate version and how it was built (no git: the source may be a tarball).
+#[cfg(not(debug_assertions))]
+pub(crate) const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (release build)");
 
-Run the agent host that baton clients attach to.
+/// The program name used in help, errors and completion scripts.
+pub(crate) const BIN: &str = "baton-host";
 
-commands:
-  serve            serve sessions until SIGINT/SIGTERM (then drain and exit 0)
-  certs --out DIR [--san NAME]…
-                   write a CA for mutual TLS (ca.pem, ca.key), a server certificate
-                   (server.pem, server.key) for the --san DNS names and IP addresses
-                   (without --san: localhost, 127.0.0.1 and ::1), and a client
-                   certificate (client.pem, client.key); keep ca.key off client machines
-  certs --out DIR --client NAME
-                   sign one more client certificate, NAME.pem and NAME.key (CN=NAME),
-                   with the CA in DIR and print its SHA-256 fingerprint
-  demo             start an embedded host on a temporary socket, create a session, and
-                   stream a scripted conversation with a tool call through the protocol
+/// Run the agent host that baton clients attach to.
+#[derive(Debug, Parser)]
+#[command(
+    name = BIN,
+    version = VERSION,
+    after_help = "Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug) to change the level.\n\
+                  Exit status: 0 success (including a drained shutdown on SIGINT/SIGTERM), \
+                  1 failure, 2 usage error."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: CliCommand,
+}
 
-serve options:
-  --listen URL              where to listen (repeatable):
-                              unix:///DIR   socket DIR/<server-id>.sock (mode 0600)
-                              tcp://127.0.0.1:7878   plain TCP (loopback only)
-                              tls://0.0.0.0:7879     TLS (needs --tls-cert/--tls-key)
-                            default: a Unix socket in $XDG_RUNTIME_DIR/baton (else
-                            /tmp/baton-<uid>), where `baton` looks
-  --sessions-dir DIR        session transcripts (default $XDG_DATA_HOME/baton/sessions,
-                            else ~/.local/share/baton/sessions)
-  --server-id UUID          server identity (default: kept in <sessions-dir>/server-id)
-  --model M                 default model: scripted (offline, the default) or
-                            openai:MODEL (an OpenAI-compatible server, see --base-url)
-  --base-url URL            OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1
-  --api-key-env NAME        environment variable holding the API key (optional)
-  --handshake-timeout-ms N  hello deadline (default 5000)
-  --max-frame-length N      frame limit in bytes (default 16777216)
-  --tls-cert PEM            certificate chain for tls:// listeners
-  --tls-key PEM             its private key
-  --client-ca PEM           require client certificates signed by this CA
-  --allow-insecure-remote   allow plain TCP, or TLS without --client-ca, on a
-                            non-loopback address (anyone who can connect runs commands)
-  --access FILE             access policy (TOML): which identities may see, operate
-                            or administer which sessions; reloaded on SIGHUP (a bad
-                            file keeps the old policy; revoked identities are
-                            disconnected). Without it: the host's own Unix user is
-                            admin, other Unix users are refused, each TLS client
-                            certificate sees only its own sessions, and tcp:// peers
-                            may do everything (any local account can connect)
-  --no-confine              let tools leave the session's working directory and run
-                            bash without Landlock (confinement is on by default)
-  --idle-timeout-secs N     close a session nobody is attached to after N s idle
-                            (reopened on the next attach; 0 = never; default 600)
-  --max-open-sessions N     sessions open at once (default 64)
-  --max-sessions-per-owner N  sessions one client identity may create (default 256)
-  -h, --help                this text
-
-Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug) to change the level.";
-
-/// A usage error (empty message: help was asked for).
-#[derive(Debug)]
-pub(crate) struct UsageError(pub(crate) String);
+#[derive(Debug, Subcommand)]
+enum CliCommand {
+    /// Serve sessions until SIGINT/SIGTERM (then drain and exit 0).
+    Serve(Box<ServeArgs>),
+    /// Write a development PKI for mutual TLS, or sign one more client certificate.
+    ///
+    /// Without --client: a CA (ca.pem, ca.key), a server certificate (server.pem,
+    /// server.key) for the --san DNS names and IP addresses (without --san: localhost,
+    /// 127.0.0.1 and ::1), and a client certificate (client.pem, client.key); keep ca.key
+    /// off client machines. With --client NAME: NAME.pem and NAME.key (CN=NAME) signed by the
+    /// CA in DIR, and its SHA-256 fingerprint on stdout.
+    Certs(CertsCli),
+    /// Start an embedded host on a temporary socket, create a session, and stream a
+    /// scripted conversation with a tool call through the protocol.
+    Demo,
+    /// Print a shell completion script (e.g. `baton-host completions bash > ~/.local/share/bash-completion/completions/baton-host`).
+    Completions {
+        /// The shell to write the script for.
+        shell: Shell,
+    },
+}
 
 /// `--model`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -76,26 +69,106 @@ pub(crate) enum ModelChoice {
     OpenAi(String),
 }
 
-/// `serve` options.
-#[derive(Debug, Clone, Default)]
+fn parse_model(text: &str) -> Result<ModelChoice, String> {
+    match text.split_once(':') {
+        None if text == "scripted" => Ok(ModelChoice::Scripted),
+        Some(("openai", m)) if !m.is_empty() => Ok(ModelChoice::OpenAi(m.into())),
+        _ => Err("expected scripted or openai:MODEL".into()),
+    }
+}
+
+fn parse_server_id(text: &str) -> Result<ServerId, String> {
+    ServerId::parse(text).map_err(|_| "not a canonical lowercase UUIDv4".into())
+}
+
+fn parse_at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `serve` options: one field per flag.
+#[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct ServeArgs {
+    /// Where to listen (repeatable): unix:///DIR (socket DIR/<server-id>.sock, mode 0600),
+    /// tcp://127.0.0.1:7878 (plain TCP, loopback only) or tls://0.0.0.0:7879 (TLS, needs
+    /// --tls-cert/--tls-key). Default: a Unix socket in $XDG_RUNTIME_DIR/baton (else
+    /// /tmp/baton-<uid>), where `baton` looks.
+    #[arg(long, value_name = "URL")]
     pub(crate) listen: Vec<String>,
+    /// Session transcripts (default $XDG_DATA_HOME/baton/sessions, else
+    /// ~/.local/share/baton/sessions).
+    #[arg(long, value_name = "DIR")]
     pub(crate) sessions_dir: Option<PathBuf>,
+    /// Server identity (default: kept in <sessions-dir>/server-id).
+    #[arg(long, value_name = "UUID", value_parser = parse_server_id)]
     pub(crate) server_id: Option<ServerId>,
+    /// Default model: scripted (offline) or openai:MODEL (an OpenAI-compatible server, see
+    /// --base-url).
+    #[arg(long, value_name = "M", default_value = "scripted", value_parser = parse_model)]
     pub(crate) model: ModelChoice,
+    /// OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.
+    #[arg(long, value_name = "URL")]
     pub(crate) base_url: Option<String>,
+    /// Environment variable holding the API key (optional).
+    #[arg(long, value_name = "NAME")]
     pub(crate) api_key_env: Option<String>,
+    /// Hello deadline in milliseconds (default 5000).
+    #[arg(long, value_name = "N")]
     pub(crate) handshake_timeout_ms: Option<u64>,
+    /// Frame limit in bytes (default 16777216).
+    #[arg(long, value_name = "N")]
     pub(crate) max_frame_length: Option<u32>,
+    /// Certificate chain for tls:// listeners.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
     pub(crate) tls_cert: Option<PathBuf>,
+    /// Its private key.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
     pub(crate) tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA.
+    #[arg(long, value_name = "PEM")]
     pub(crate) client_ca: Option<PathBuf>,
+    /// Allow plain TCP, or TLS without --client-ca, on a non-loopback address (anyone who can
+    /// connect runs commands).
+    #[arg(long)]
     pub(crate) allow_insecure_remote: bool,
-    pub(crate) no_confine: bool,
+    /// Access policy (TOML): which identities may see, operate or administer which sessions;
+    /// reloaded on SIGHUP (a bad file keeps the old policy; revoked identities are
+    /// disconnected). Without it: the host's own Unix user is admin, other Unix users are
+    /// refused, each TLS client certificate sees only its own sessions, and tcp:// peers may
+    /// do everything (any local account can connect).
+    #[arg(long, value_name = "FILE")]
     pub(crate) access: Option<PathBuf>,
+    /// Let tools leave the session's working directory and run bash without Landlock
+    /// (confinement is on by default).
+    #[arg(long)]
+    pub(crate) no_confine: bool,
+    /// Close a session nobody is attached to after N s idle (reopened on the next attach;
+    /// 0 = never; default 600).
+    #[arg(long, value_name = "N")]
     pub(crate) idle_timeout_secs: Option<u64>,
+    /// Sessions open at once (default 64).
+    #[arg(long, value_name = "N", value_parser = parse_at_least_one)]
     pub(crate) max_open_sessions: Option<usize>,
+    /// Sessions one client identity may create (default 256).
+    #[arg(long, value_name = "N")]
     pub(crate) max_sessions_per_owner: Option<usize>,
+}
+
+/// `certs` options as typed; [`CertsArgs`] is what they mean.
+#[derive(Debug, clap::Args)]
+struct CertsCli {
+    /// The PKI directory (created 0700 if missing; no file in it is ever overwritten).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// A DNS name or IP address for the server certificate (repeatable).
+    #[arg(long, value_name = "NAME", value_parser = San::parse, conflicts_with = "client")]
+    san: Vec<San>,
+    /// Sign one more client certificate, NAME.pem and NAME.key, with the CA in DIR.
+    #[arg(long, value_name = "NAME", value_parser = ClientName::parse)]
+    client: Option<ClientName>,
 }
 
 /// A parsed command line.
@@ -104,127 +177,52 @@ pub(crate) enum Command {
     Serve(Box<ServeArgs>),
     Certs(CertsArgs),
     Demo,
+    Completions(Shell),
 }
 
-fn value(it: &mut impl Iterator<Item = String>, flag: &str) -> Result<String, UsageError> {
-    it.next()
-        .ok_or_else(|| UsageError(format!("{flag} needs a value")))
+/// The clap model of the command line (for completions and tests).
+pub(crate) fn command() -> clap::Command {
+    Cli::command()
 }
 
-fn number<T: std::str::FromStr>(text: &str, flag: &str) -> Result<T, UsageError> {
-    text.parse()
-        .map_err(|_| UsageError(format!("{flag}: {text:?} is not a valid number")))
-}
-
-/// Parses the arguments after the program name.
-pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageError> {
-    let mut it = args.into_iter();
-    let command = it.next().unwrap_or_default();
-    let help = |a: &str| a == "-h" || a == "--help";
-    match command.as_str() {
-        "serve" => {
-            let mut s = ServeArgs::default();
-            while let Some(flag) = it.next() {
-                match flag.as_str() {
-                    "--listen" => s.listen.push(value(&mut it, &flag)?),
-                    "--sessions-dir" => s.sessions_dir = Some(value(&mut it, &flag)?.into()),
-                    "--server-id" => {
-                        let v = value(&mut it, &flag)?;
-                        s.server_id = Some(ServerId::parse(&v).map_err(|_| {
-                            UsageError(format!(
-                                "--server-id {v:?} is not a canonical lowercase UUIDv4"
-                            ))
-                        })?);
-                    }
-                    "--model" => {
-                        let v = value(&mut it, &flag)?;
-                        s.model = match v.split_once(':') {
-                            None if v == "scripted" => ModelChoice::Scripted,
-                            Some(("openai", m)) if !m.is_empty() => ModelChoice::OpenAi(m.into()),
-                            _ => {
-                                return Err(UsageError(format!(
-                                    "--model {v:?}: expected scripted or openai:MODEL"
-                                )));
-                            }
-                        };
-                    }
-                    "--base-url" => s.base_url = Some(value(&mut it, &flag)?),
-                    "--api-key-env" => s.api_key_env = Some(value(&mut it, &flag)?),
-                    "--handshake-timeout-ms" => {
-                        s.handshake_timeout_ms = Some(number(&value(&mut it, &flag)?, &flag)?);
-                    }
-                    "--max-frame-length" => {
-                        s.max_frame_length = Some(number(&value(&mut it, &flag)?, &flag)?);
-                    }
-                    "--tls-cert" => s.tls_cert = Some(value(&mut it, &flag)?.into()),
-                    "--tls-key" => s.tls_key = Some(value(&mut it, &flag)?.into()),
-                    "--client-ca" => s.client_ca = Some(value(&mut it, &flag)?.into()),
-                    "--allow-insecure-remote" => s.allow_insecure_remote = true,
-                    "--no-confine" => s.no_confine = true,
-                    "--access" => s.access = Some(value(&mut it, &flag)?.into()),
-                    "--idle-timeout-secs" => {
-                        s.idle_timeout_secs = Some(number(&value(&mut it, &flag)?, &flag)?);
-                    }
-                    "--max-open-sessions" => {
-                        let n: usize = number(&value(&mut it, &flag)?, &flag)?;
-                        if n == 0 {
-                            return Err(UsageError(
-                                "--max-open-sessions must be at least 1".into(),
-                            ));
-                        }
-                        s.max_open_sessions = Some(n);
-                    }
-                    "--max-sessions-per-owner" => {
-                        s.max_sessions_per_owner = Some(number(&value(&mut it, &flag)?, &flag)?);
-                    }
-                    h if help(h) => return Err(UsageError(String::new())),
-                    other => return Err(UsageError(format!("unknown serve option {other}"))),
-                }
-            }
+/// Parses the full argument list (program name first).
+///
+/// # Errors
+/// A clap error: help and version requests too (`error.exit_code()` is 0 for those).
+pub(crate) fn parse(
+    argv: impl IntoIterator<Item = impl Into<OsString> + Clone>,
+) -> Result<Command, clap::Error> {
+    let mut cmd = Cli::command();
+    let matches = cmd.try_get_matches_from_mut(argv)?;
+    let cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
+    Ok(match cli.command {
+        CliCommand::Serve(s) => {
             if matches!(s.model, ModelChoice::OpenAi(_)) && s.base_url.is_none() {
-                return Err(UsageError("--model openai:MODEL needs --base-url".into()));
+                return Err(serve_error(
+                    &mut cmd,
+                    ErrorKind::MissingRequiredArgument,
+                    "--model openai:MODEL needs --base-url",
+                ));
             }
-            if s.tls_cert.is_some() != s.tls_key.is_some() {
-                return Err(UsageError("--tls-cert and --tls-key go together".into()));
-            }
-            Ok(Command::Serve(Box::new(s)))
+            Command::Serve(s)
         }
-        "certs" => {
-            let (mut out, mut sans, mut client) = (None, Vec::new(), None);
-            while let Some(flag) = it.next() {
-                match flag.as_str() {
-                    "--out" => out = Some(PathBuf::from(value(&mut it, &flag)?)),
-                    "--san" => sans.push(San::parse(&value(&mut it, &flag)?).map_err(UsageError)?),
-                    "--client" if client.is_some() => {
-                        return Err(UsageError("--client is given once per run".into()));
-                    }
-                    "--client" => {
-                        client =
-                            Some(ClientName::parse(&value(&mut it, &flag)?).map_err(UsageError)?);
-                    }
-                    h if help(h) => return Err(UsageError(String::new())),
-                    other => return Err(UsageError(format!("unknown certs option {other}"))),
-                }
-            }
-            let out = out.ok_or_else(|| UsageError("certs needs --out DIR".into()))?;
-            Ok(Command::Certs(match client {
-                None => CertsArgs::Create { out, sans },
-                Some(_) if !sans.is_empty() => {
-                    return Err(UsageError(
-                        "--san names the server certificate, which --client does not write".into(),
-                    ));
-                }
-                Some(client) => CertsArgs::Issue { out, client },
-            }))
-        }
-        "demo" => match it.next() {
-            None => Ok(Command::Demo),
-            Some(h) if help(&h) => Err(UsageError(String::new())),
-            Some(other) => Err(UsageError(format!("demo takes no options ({other})"))),
-        },
-        h if help(h) => Err(UsageError(String::new())),
-        "" => Err(UsageError("a command is required".into())),
-        other => Err(UsageError(format!("unknown command {other}"))),
+        CliCommand::Certs(c) => Command::Certs(match c.client {
+            None => CertsArgs::Create {
+                out: c.out,
+                sans: c.san,
+            },
+            Some(client) => CertsArgs::Issue { out: c.out, client },
+        }),
+        CliCommand::Demo => Command::Demo,
+        CliCommand::Completions { shell } => Command::Completions(shell),
+    })
+}
+
+/// A usage error raised after parsing, shown with `serve`'s usage line like clap's own.
+fn serve_error(cmd: &mut clap::Command, kind: ErrorKind, message: &str) -> clap::Error {
+    match cmd.find_subcommand_mut("serve") {
+        Some(serve) => serve.error(kind, message),
+        None => cmd.error(kind, message),
     }
 }
 
@@ -232,8 +230,13 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, U
 mod tests {
     use super::*;
 
-    fn p(line: &str) -> Result<Command, UsageError> {
-        parse(line.split_whitespace().map(str::to_owned))
+    fn p(line: &str) -> Result<Command, clap::Error> {
+        parse(std::iter::once(BIN).chain(line.split_whitespace()))
+    }
+
+    #[test]
+    fn the_clap_model_is_consistent() {
+        command().debug_assert();
     }
 
     #[test]
@@ -249,6 +252,15 @@ mod tests {
         assert_eq!(s.max_frame_length, Some(1024));
         assert!(s.allow_insecure_remote);
         assert!(!s.no_confine, "tools are confined unless asked otherwise");
+    }
+
+    #[test]
+    fn serve_defaults_to_the_scripted_model() {
+        let Ok(Command::Serve(s)) = p("serve") else {
+            panic!("serve did not parse");
+        };
+        assert_eq!(s.model, ModelChoice::Scripted);
+        assert!(s.listen.is_empty());
     }
 
     #[test]
@@ -305,9 +317,18 @@ mod tests {
             "certs --out d --client a --client b",
             "certs --out d --client bob --san box.example",
             "demo now",
+            "completions tcsh",
         ] {
-            assert!(p(line).is_err(), "{line:?} parsed");
+            let error = p(line).err().unwrap_or_else(|| panic!("{line:?} parsed"));
+            assert_eq!(error.exit_code(), 2, "{line:?}: {error}");
         }
-        assert!(matches!(p("serve --help"), Err(UsageError(m)) if m.is_empty()));
+    }
+
+    #[test]
+    fn help_and_version_are_not_failures() {
+        for line in ["--help", "serve --help", "certs -h", "--version"] {
+            let error = p(line).err().unwrap_or_else(|| panic!("{line:?} parsed"));
+            assert_eq!(error.exit_code(), 0, "{line:?}");
+        }
     }
 }

@@ -157,7 +157,7 @@ async fn converse(socket: &std::path::Path) -> Result<(), Failure> {
             out,
             "\n[turn settled ({stop}): {updates} state updates carried {appends} text appends]\n\n\
              Try it against a long-running host:\n  \
-             cargo run -p baton-host -- serve\n  \
+             cargo run -p baton-host-cli -- serve\n  \
              cargo run -p baton-client --bin baton -- create\n  \
              cargo run -p baton-client --bin baton -- prompt <session-id> 'run `ls`'"
         );

@@ -12,7 +12,7 @@ mod serve;
 use std::io::Write;
 use std::process::ExitCode;
 
-use args::{Command, USAGE, UsageError};
+use args::Command;
 use tracing_subscriber::EnvFilter;
 
 /// A failure: exit status and one-line message.
@@ -49,17 +49,24 @@ fn complain(text: &str) {
 }
 
 fn main() -> ExitCode {
-    let command = match args::parse(std::env::args().skip(1)) {
+    let command = match args::parse(std::env::args_os()) {
         Ok(c) => c,
-        Err(UsageError(message)) if message.is_empty() => {
-            let _ = writeln!(std::io::stdout(), "{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(UsageError(message)) => {
-            complain(&format!("baton-host: {message}\n\n{USAGE}"));
-            return ExitCode::from(2);
+        // Help and --version go to stdout with status 0; a usage error is clap's short
+        // message, the usage line and a hint, on stderr with status 2.
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
     };
+    if let Command::Completions(shell) = command {
+        clap_complete::generate(
+            shell,
+            &mut args::command(),
+            args::BIN,
+            &mut std::io::stdout(),
+        );
+        return ExitCode::SUCCESS;
+    }
     // The demo's terminal output is the point: keep routine logs out of it.
     let default_level = if matches!(command, Command::Demo) {
         "warn"
@@ -87,6 +94,7 @@ fn main() -> ExitCode {
             Command::Serve(s) => serve::run(*s).await,
             Command::Certs(c) => certs::run(&c),
             Command::Demo => demo::run().await,
+            Command::Completions(_) => Ok(()),
         }
     });
     match result {
