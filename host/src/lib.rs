@@ -11,14 +11,15 @@
 //!   SessionRuntime ── prompt / steer / abort / bash / setModel ── one transcript; changes to
 //!      │                                                 observers (service) and events
 //!      │
-//!   agent::run ── projection::prepare_context ──▶ Provider (scripted | openai)
+//!   agent::run ── ModelContext (projected as it grows) ──▶ Provider (scripted | openai)
 //!      │                                              │ ProviderEvent stream
 //!      └── tool batch (read / write / edit / bash) ◀──┘
 //! ```
 //!
 //! * [`message`]: the model union ([`message::Message`]) and the application union
 //!   ([`message::AgentMessage`]).
-//! * [`projection`]: rich → model messages before each call; never fails, keeps tool
+//! * [`projection`]: rich → model messages, kept up to date as the transcript grows and
+//!   shared with each call ([`projection::ModelContext`]); never fails, keeps tool
 //!   call/result pairing.
 //! * [`agent`]: the loop and its stop-reason semantics.
 //! * [`provider`]: the provider trait, the scripted default and the OpenAI-compatible client.

@@ -100,7 +100,7 @@ impl ServerServices {
     }
 
     /// `create`, counted against the calling identity's session limit.
-    fn create(&self, args: &[Value], ctx: &Context) -> CallResult {
+    async fn create(&self, args: &[Value], ctx: &Context) -> CallResult {
         if self.shared.closing.is_cancelled() {
             return Err(ServiceError::server_draining());
         }
@@ -113,7 +113,10 @@ impl ServerServices {
             .directory
             .claim(rights.key, self.shared.limits.max_sessions_per_owner)?;
         let manager = &self.shared.manager;
-        let id = manager.create(options).map_err(service_error)?;
+        let id = manager
+            .create_async(options)
+            .await
+            .map_err(service_error)?;
         let meta = manager.meta(&id).map_err(service_error)?;
         claim.commit(meta);
         let mut m = Map::new();
@@ -217,7 +220,7 @@ impl ServiceScope for ServerServices {
             return Err(RemoteServiceError::singleton_addressed(service).into());
         }
         match (service, call.member.as_str()) {
-            (MANAGEMENT, "create") => self.create(args, &ctx),
+            (MANAGEMENT, "create") => self.create(args, &ctx).await,
             (MANAGEMENT, "attach") => {
                 arity(args, 1, "[sessionId]")?;
                 let id = string_arg(args, 0, "[sessionId]")?;

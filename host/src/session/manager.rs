@@ -16,7 +16,10 @@
 //!
 //! Session ids are lowercase UUIDv4s (validated before they touch a path). Creating a session
 //! writes its file with `model_change` and `thinking_level_change` entries, so a resumed
-//! session keeps its settings even if the host's defaults change.
+//! session keeps its settings even if the host's defaults change. Writing it blocks on
+//! `fsync` (the header, the directory entry) with [`FsyncPolicy::EveryEntry`], so async
+//! callers use [`SessionManager::create_async`], which writes on a tracked blocking thread
+//! and answers once the first entries are durable too.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -25,8 +28,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use baton_protocol::ids::{format_uuid, is_canonical_uuid_v4};
 use ring::rand::{SecureRandom, SystemRandom};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use super::dir::{FsyncPolicy, SessionsDir};
+use super::dir::{DurableHandle, FsyncPolicy, SessionsDir};
 use super::entry::EntryKind;
 use super::error::{SessionError, StoreError};
 use super::file::SessionFile;
@@ -89,6 +93,53 @@ pub struct SessionManager {
     shutdown: CancellationToken,
     open: Mutex<HashMap<String, SessionRuntime>>,
     dir: SessionsDir,
+    /// [`SessionManager::create_async`]'s blocking writes (awaited by shutdown).
+    creating: TaskTracker,
+}
+
+/// A validated `create`: what the new file records.
+#[derive(Debug)]
+struct NewSession {
+    cwd: PathBuf,
+    model: ModelRef,
+    thinking_level: ThinkingLevel,
+    name: Option<String>,
+    owner: Option<String>,
+    now: u64,
+}
+
+impl NewSession {
+    /// Writes the session file (blocking: with [`FsyncPolicy::EveryEntry`] the header and the
+    /// directory entry are synced here); returns the new id and a handle on the durability
+    /// of its first entries (queued to the directory's durability thread).
+    fn write(self, dir: &SessionsDir) -> Result<(String, DurableHandle), SessionError> {
+        let now = self.now;
+        let (id, mut file) = loop {
+            let id = new_session_id();
+            match SessionFile::create_owned(dir, &id, &self.cwd, now, self.owner.as_deref()) {
+                Ok(f) => break (id, f),
+                Err(StoreError::Exists(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let m = file.append_new(None, now, EntryKind::model_change(&self.model))?;
+        let t = file.append_new(
+            Some(&m.id),
+            now,
+            EntryKind::ThinkingLevelChange {
+                thinking_level: self.thinking_level,
+            },
+        )?;
+        if let Some(name) = self.name {
+            file.append_new(
+                Some(&t.id),
+                now,
+                EntryKind::SessionInfo { name: Some(name) },
+            )?;
+        }
+        tracing::info!(session_id = %id, cwd = %self.cwd.display(), model = %self.model, "session created");
+        Ok((id, file.durable_handle()))
+    }
 }
 
 impl SessionManager {
@@ -110,6 +161,7 @@ impl SessionManager {
             clock,
             shutdown: CancellationToken::new(),
             open: Mutex::new(HashMap::new()),
+            creating: TaskTracker::new(),
         })
     }
 
@@ -120,9 +172,40 @@ impl SessionManager {
 
     /// Creates a session file; the session opens on first [`SessionManager::open`].
     ///
+    /// Blocks on the file's and the directory's `fsync` ([`FsyncPolicy::EveryEntry`]); its
+    /// first entries are queued for the durability thread, not awaited. For blocking
+    /// contexts and tests: async code calls [`SessionManager::create_async`].
+    ///
     /// # Errors
     /// [`SessionError::BadCwd`], [`SessionError::UnknownModel`], [`SessionError::Store`].
     pub fn create(&self, options: CreateOptions) -> Result<String, SessionError> {
+        let (id, _queued) = self.validate(options)?.write(&self.dir)?;
+        Ok(id)
+    }
+
+    /// As [`SessionManager::create`], with the file written on a tracked blocking thread
+    /// (never an async worker, never under a lock), answering once the file and its first
+    /// entries are on stable storage.
+    ///
+    /// # Errors
+    /// As [`SessionManager::create`].
+    pub async fn create_async(&self, options: CreateOptions) -> Result<String, SessionError> {
+        let new = self.validate(options)?;
+        let dir = self.dir.clone();
+        let (id, durable) = self
+            .creating
+            .spawn_blocking(move || new.write(&dir))
+            .await
+            .map_err(|e| StoreError::Io {
+                path: self.config.sessions_dir.clone(),
+                source: std::io::Error::other(format!("writing the new session failed: {e}")),
+            })??;
+        durable.wait().await?;
+        Ok(id)
+    }
+
+    /// Checks `options` against the host (cwd, model) and fills in the defaults.
+    fn validate(&self, options: CreateOptions) -> Result<NewSession, SessionError> {
         let cwd = options
             .cwd
             .unwrap_or_else(|| self.config.default_cwd.clone());
@@ -137,32 +220,14 @@ impl SessionManager {
         if self.models.resolve(&model).is_none() {
             return Err(SessionError::UnknownModel(model.to_string()));
         }
-        let now = self.clock.now_ms();
-        let (id, mut file) = loop {
-            let id = new_session_id();
-            match SessionFile::create_owned(&self.dir, &id, &cwd, now, options.owner.as_deref()) {
-                Ok(f) => break (id, f),
-                Err(StoreError::Exists(_)) => {}
-                Err(e) => return Err(e.into()),
-            }
-        };
-        let m = file.append_new(None, now, EntryKind::model_change(&model))?;
-        let t = file.append_new(
-            Some(&m.id),
-            now,
-            EntryKind::ThinkingLevelChange {
-                thinking_level: options.thinking_level.unwrap_or_default(),
-            },
-        )?;
-        if let Some(name) = options.name {
-            file.append_new(
-                Some(&t.id),
-                now,
-                EntryKind::SessionInfo { name: Some(name) },
-            )?;
-        }
-        tracing::info!(session_id = %id, cwd = %cwd.display(), model = %model, "session created");
-        Ok(id)
+        Ok(NewSession {
+            cwd,
+            model,
+            thinking_level: options.thinking_level.unwrap_or_default(),
+            name: options.name,
+            owner: options.owner,
+            now: self.clock.now_ms(),
+        })
     }
 
     /// The live session `id`, opening it from disk on first use.
@@ -371,6 +436,8 @@ impl SessionManager {
         for s in sessions {
             s.close().await;
         }
+        self.creating.close();
+        self.creating.wait().await;
         self.dir.flush().await;
         self.dir.release();
     }
@@ -419,4 +486,70 @@ fn new_session_id() -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     format_uuid(&b)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::provider::scripted::ScriptedConfig;
+
+    fn manager(sessions: &Path, cwd: &Path) -> SessionManager {
+        let mut config = HostConfig::new(sessions);
+        config.default_cwd = cwd.to_path_buf();
+        config.fsync = FsyncPolicy::EveryEntry;
+        SessionManager::new(
+            config,
+            ModelRegistry::scripted(ScriptedConfig {
+                token_delay: Duration::ZERO,
+            }),
+            Arc::new(ManualClock::new(1_748_568_000_000, 1)),
+        )
+        .unwrap()
+    }
+
+    // A current-thread runtime: the write must run on a blocking thread and the durable
+    // wait on the directory's durability thread, or this would deadlock or never finish.
+    #[tokio::test(flavor = "current_thread")]
+    async fn create_async_writes_the_same_session_as_create_off_the_async_thread() {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = manager(&tmp.path().join("sessions"), tmp.path());
+        let options = CreateOptions {
+            name: Some("named".into()),
+            thinking_level: Some(ThinkingLevel::High),
+            ..CreateOptions::default()
+        };
+        let a = m.create_async(options.clone()).await.unwrap();
+        let b = m.create(options).unwrap();
+        assert_ne!(a, b);
+        let (ma, mb) = (m.meta(&a).unwrap(), m.meta(&b).unwrap());
+        assert_eq!(ma.name.as_deref(), Some("named"));
+        assert_eq!((&ma.name, &ma.model, &ma.cwd), (&mb.name, &mb.model, &mb.cwd));
+        assert_eq!(m.open(&a).unwrap().with_view(|v| v.thinking_level()), ThinkingLevel::High);
+        m.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn create_async_refuses_a_missing_cwd_before_writing_anything() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sessions = tmp.path().join("sessions");
+        let m = manager(&sessions, tmp.path());
+        let err = m
+            .create_async(CreateOptions {
+                cwd: Some(tmp.path().join("missing")),
+                ..CreateOptions::default()
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, SessionError::BadCwd(_)), "{err:?}");
+        let files = std::fs::read_dir(&sessions)
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+            .count();
+        assert_eq!(files, 0);
+        m.shutdown().await;
+    }
 }

@@ -399,3 +399,85 @@ impl<'a> TranscriptView<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use baton_protocol::{Map, Value};
+
+    use super::*;
+    use crate::message::{
+        CompactionSummaryMessage, StopReason, ToolResultMessage, Usage, UserMessage,
+    };
+    use crate::projection::project;
+
+    fn user(text: &str) -> AgentMessage {
+        AgentMessage::User(UserMessage::text(text, 1))
+    }
+
+    fn calling(id: &str) -> AgentMessage {
+        AgentMessage::Assistant(AssistantMessage {
+            content: vec![AssistantContent::ToolCall(ToolCall::new(
+                id,
+                "read",
+                Value::Map(Map::new()),
+            ))],
+            api: "test".into(),
+            provider: "test".into(),
+            model: "m".into(),
+            response_model: None,
+            response_id: None,
+            usage: Usage::default(),
+            stop_reason: StopReason::ToolUse,
+            error_message: None,
+            raw_stop_reason: None,
+            timestamp: 2,
+        })
+    }
+
+    fn result(id: &str) -> AgentMessage {
+        AgentMessage::ToolResult(ToolResultMessage {
+            tool_call_id: id.into(),
+            tool_name: "read".into(),
+            content: Vec::new(),
+            details: None,
+            is_error: false,
+            timestamp: 3,
+        })
+    }
+
+    fn projected_as_a_whole(t: &Transcript) -> Vec<crate::message::Message> {
+        project(&t.context())
+    }
+
+    #[test]
+    fn the_projected_context_follows_appends_and_is_rebuilt_once_after_a_replaced_context() {
+        let mut t = Transcript::from_messages(vec![
+            ("e1".into(), user("a")),
+            ("e2".into(), calling("c1")),
+        ]);
+        assert_eq!(t.model_context(), projected_as_a_whole(&t));
+        let before = t.model_context();
+        t.push_settled("e3".into(), Arc::new(result("c1")));
+        t.push_settled("e4".into(), Arc::new(user("b")));
+        assert_eq!(t.model_context(), projected_as_a_whole(&t));
+        assert_eq!(before.len(), 3, "a context handed out is a snapshot");
+        assert_ne!(before, t.model_context());
+
+        let summary = AgentMessage::CompactionSummary(CompactionSummaryMessage {
+            summary: "earlier".into(),
+            tokens_before: 100,
+            timestamp: 4,
+        });
+        t.replace_context(vec![("s1".into(), summary), ("e4".into(), user("b"))]);
+        assert_eq!(t.model_context().len(), 2);
+        assert_eq!(t.model_context(), projected_as_a_whole(&t));
+        t.push_settled("e5".into(), Arc::new(calling("c2")));
+        assert_eq!(t.model_context(), projected_as_a_whole(&t));
+    }
+
+    #[test]
+    fn a_snapshot_of_the_messages_is_shared_not_copied() {
+        let t = Transcript::from_messages(vec![("e1".into(), user("a"))]);
+        assert!(Arc::ptr_eq(&t.context(), &t.context()));
+    }
+}
