@@ -246,6 +246,7 @@ async fn an_idle_session_closes_after_the_timeout_and_reopens_on_attach_with_its
     guard("detach", client.detach()).await.unwrap();
     until(&dir, "sessions", |s| attached(s, &id) == Some(0)).await;
     assert!(h.host.is_open(&id), "detaching alone closes nothing");
+    assert_eq!(h.server.hosted_session_count(), 1);
 
     jump(IDLE - Duration::from_secs(1)).await;
     assert!(h.host.is_open(&id), "closed before its timeout");
@@ -253,6 +254,13 @@ async fn an_idle_session_closes_after_the_timeout_and_reopens_on_attach_with_its
     until(&dir, "sessions", |s| phase(s, &id) == "closed").await;
     assert!(!h.host.is_open(&id));
     assert_eq!(h.host.open_sessions(), 0);
+    // Its server handle is released too: the server keeps nothing for a closed session.
+    guard("the server forgets the released handle", async {
+        while h.server.hosted_session_count() != 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
 
     // The next attach reopens it from its file, transcript intact.
     let session = guard("re-attach", client.attach(&id)).await.unwrap();

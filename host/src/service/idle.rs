@@ -2,7 +2,8 @@
 //! and the open-session cap.
 //!
 //! The server keeps one [`HostedSession`](super::HostedSession) per session it hosts until
-//! removal or shutdown; that handle is a small shell around a [`Resident`]. What it hosts —
+//! removal, shutdown or idle close; that handle is a small shell around a [`Resident`]. What
+//! it hosts —
 //! the runtime [`SessionRuntime`](crate::session::SessionRuntime), its [`LiveSession`] (published value,
 //! subscribers) and its pump — is open only while needed:
 //!
@@ -10,8 +11,12 @@
 //!   hence no running command is *idle* (the directory keeps the instant it became so). The
 //!   reaper closes it once it has been idle for [`ServiceLimits::idle_timeout`]: pump
 //!   stopped, runtime session closed, `LiveSession` dropped, the directory shows `closed`.
-//! * **Lazy reopen.** The next attach reopens it from its file, transcript and all. The
-//!   server's handle never changes, so the router notices nothing.
+//! * **Nothing kept.** The closed session's server handle is released too (its
+//!   `terminated` resolves with `Released`), so the server holds nothing for it: a host
+//!   that opened a million sessions over its life holds only the open ones.
+//! * **Lazy reopen.** The next attach opens it again from its file, transcript and all. An
+//!   attach racing the close gets its lease refused with `SessionReleased`, and the server
+//!   opens the session afresh for it (the client sees no error).
 //! * **No half-closed session.** Opening, closing and creating a lease of one session are
 //!   serialised by its resident's *gate*: a client attaching while the session closes waits
 //!   for the close, then gets the reopened session; one attaching before it takes its lease
@@ -55,8 +60,12 @@ pub(crate) struct Resident {
     pub(crate) id: String,
     /// Serialises opening, closing and lease creation of this session.
     gate: tokio::sync::Mutex<()>,
-    /// The server let go of this handle (closed it, or a newer one replaced it).
+    /// The server let go of this handle (closed it, or a newer one replaced it), or the host
+    /// released it (`released`).
     retired: AtomicBool,
+    /// The host let go of the handle after closing its idle runtime: the server forgets it
+    /// (its `terminated` says `Released`) and opens the session afresh on the next attach.
+    pub(crate) released: AtomicBool,
     /// Fired when the host ends the handle by itself (the session was removed under it).
     pub(crate) terminated: CancellationToken,
 }
@@ -116,6 +125,7 @@ impl Shared {
             id: id.to_owned(),
             gate: tokio::sync::Mutex::new(()),
             retired: AtomicBool::new(false),
+            released: AtomicBool::new(false),
             terminated: CancellationToken::new(),
         });
         let previous = self
@@ -194,6 +204,8 @@ impl Shared {
         if resident.retired.load(Ordering::Acquire) {
             return Err(if self.closing.is_cancelled() {
                 ServiceError::server_draining()
+            } else if resident.released.load(Ordering::Acquire) {
+                ServiceError::SessionReleased
             } else {
                 ServiceError::session_not_found()
             });
@@ -235,7 +247,26 @@ impl Shared {
             return false;
         }
         self.close_live(&live).await;
+        self.release_handle(&resident);
         true
+    }
+
+    /// Lets go of the server's handle of a session whose runtime was closed (its gate held by
+    /// the caller), so the server keeps nothing for it either: the handle's `terminated`
+    /// fires with `Released`, a lease racing it gets `SessionReleased` and the server opens
+    /// the session again.
+    fn release_handle(&self, resident: &Arc<Resident>) {
+        resident.released.store(true, Ordering::Release);
+        resident.retired.store(true, Ordering::Release);
+        let mut residents = self.residents();
+        if residents
+            .get(&resident.id)
+            .is_some_and(|r| Arc::ptr_eq(r, resident))
+        {
+            residents.remove(&resident.id);
+        }
+        drop(residents);
+        resident.terminated.cancel();
     }
 
     /// Closes an open session's runtime and forgets it (its gate held by the caller, or the

@@ -341,7 +341,11 @@ impl SessionHandle for HostedSession {
 
     async fn terminated(&self) -> Termination {
         self.resident.terminated.cancelled().await;
-        Termination::Closed
+        if self.resident.released.load(std::sync::atomic::Ordering::Acquire) {
+            Termination::Released
+        } else {
+            Termination::Closed
+        }
     }
 
     async fn close(&self, _ctx: Context) -> Result<(), ServiceError> {
