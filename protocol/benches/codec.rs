@@ -6,6 +6,10 @@
 //! subscription snapshot response):
 //!
 //! * **ours, decode**: [`decode_payload`] (strict CBOR → [`Value`] → typed envelope).
+//! * **ours, decode in place**: the connections' path: the frame lands in a
+//!   [`MessageDecoder`]'s read buffer (a copy standing in for the socket read) and
+//!   `next_message` splits and decodes it there. For the `service_update` also as a client
+//!   reads it ([`ServerFrameDecoder`]: the update validated and left encoded).
 //! * **ours, encode**: [`encode_frame`] (typed envelope → framed bytes).
 //! * **baseline, decode**: `ciborium::from_reader` into `ciborium::Value`, then a walk that
 //!   applies the profile checks a generic decoder leaves out (depth, no tags, no byte strings,
@@ -24,7 +28,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use baton_protocol::cbor::decode_value;
-use baton_protocol::codec::WireMessage;
+use baton_protocol::codec::{MessageDecoder, ServerFrameDecoder, WireMessage};
 use baton_protocol::encode_frame_into;
 use baton_protocol::limits::CborLimits;
 use baton_protocol::limits::DEFAULT_MAX_FRAME_LENGTH;
@@ -311,6 +315,24 @@ fn bench_case<M>(
         ours: decode_ours,
         baseline: decode_base,
     });
+    let mut decoder = MessageDecoder::<M>::new(DEFAULT_MAX_FRAME_LENGTH);
+    assert_eq!(
+        read_in_place(&mut decoder, &frame).as_ref(),
+        Some(msg),
+        "{case}: in place"
+    );
+    let (in_place, in_place_base) = measure_interleaved(
+        plan,
+        || read_in_place(&mut decoder, black_box(&frame)),
+        || baseline_decode::<M>(black_box(&payload)),
+    );
+    rows.push(Row {
+        case,
+        op: "decode in place (read buffer → message)",
+        bytes: frame.len(),
+        ours: in_place,
+        baseline: in_place_base,
+    });
     let (encode_ours, encode_base) = measure_interleaved(
         plan,
         || encode_frame(black_box(msg), DEFAULT_MAX_FRAME_LENGTH),
@@ -368,6 +390,37 @@ fn bench_case<M>(
     });
 }
 
+/// One frame through a decoder's read buffer, as a connection's read loop takes it.
+fn read_in_place<M: WireMessage>(decoder: &mut MessageDecoder<M>, frame: &[u8]) -> Option<M> {
+    decoder.read_buffer(frame.len()).extend_from_slice(frame);
+    decoder.next_message().expect("the frame decodes")
+}
+
+/// The client's path for a `service_update`: [`ServerFrameDecoder`], update left encoded.
+fn bench_client_frame(plan: Plan, case: &'static str, msg: &ServerMessage, rows: &mut Vec<Row>) {
+    let frame = encode_frame(msg, DEFAULT_MAX_FRAME_LENGTH).expect("encodes");
+    let payload = frame[4..].to_vec();
+    let mut decoder = ServerFrameDecoder::new(DEFAULT_MAX_FRAME_LENGTH);
+    let mut read = |frame: &[u8]| {
+        decoder.read_buffer(frame.len()).extend_from_slice(frame);
+        decoder.next_message().expect("the frame decodes")
+    };
+    let first = read(&frame).expect("one frame").into_message();
+    assert_eq!(first.as_ref(), Ok(msg), "{case}: client frame");
+    let (ours, base) = measure_interleaved(
+        plan,
+        || read(black_box(&frame)),
+        || baseline_decode::<ServerMessage>(black_box(&payload)),
+    );
+    rows.push(Row {
+        case,
+        op: "decode in place as a client reads it (update left encoded)",
+        bytes: frame.len(),
+        ours,
+        baseline: base,
+    });
+}
+
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -409,6 +462,7 @@ fn main() {
     );
     run("service_update append", &|c, r, b| {
         bench_case(plan, c, &update, r, b);
+        bench_client_frame(plan, c, &update, r);
     });
     run("snapshot response", &|c, r, b| {
         let snapshot: ServerMessage = json_msg(&snapshot_json());

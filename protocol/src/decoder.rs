@@ -27,7 +27,7 @@
 
 use std::collections::VecDeque;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 
 use crate::codec::{DecodeError, Side, WireMessage};
 use crate::frame::{FrameDecoder, FrameError};
@@ -39,9 +39,14 @@ use crate::message::{ClientMessage, ServerMessage};
 pub trait Inbound: Sized + sealed::Sealed {
     /// Whose messages these are (for error texts).
     const SIDE: Side;
-    /// Decodes one payload, a zero-copy slice of the read buffer.
+    /// Decodes the payload `buf[..len]` and removes it from `buf`: read where it lies, or
+    /// split off as a zero-copy [`Bytes`] by a type that keeps part of it.
     #[doc(hidden)]
-    fn from_payload(payload: Bytes, limits: &CborLimits) -> Result<Self, DecodeError>;
+    fn from_payload(
+        buf: &mut BytesMut,
+        len: usize,
+        limits: &CborLimits,
+    ) -> Result<Self, DecodeError>;
 }
 
 mod sealed {
@@ -53,16 +58,44 @@ mod sealed {
 
 impl Inbound for ClientMessage {
     const SIDE: Side = Side::Client;
-    fn from_payload(payload: Bytes, limits: &CborLimits) -> Result<Self, DecodeError> {
-        <Self as WireMessage>::decode_bytes(&payload, limits)
+    fn from_payload(
+        buf: &mut BytesMut,
+        len: usize,
+        limits: &CborLimits,
+    ) -> Result<Self, DecodeError> {
+        read_where_it_lies(buf, len, |payload| {
+            <Self as WireMessage>::decode_bytes(payload, limits)
+        })
     }
 }
 
 impl Inbound for ServerMessage {
     const SIDE: Side = Side::Server;
-    fn from_payload(payload: Bytes, limits: &CborLimits) -> Result<Self, DecodeError> {
-        <Self as WireMessage>::decode_bytes(&payload, limits)
+    fn from_payload(
+        buf: &mut BytesMut,
+        len: usize,
+        limits: &CborLimits,
+    ) -> Result<Self, DecodeError> {
+        read_where_it_lies(buf, len, |payload| {
+            <Self as WireMessage>::decode_bytes(payload, limits)
+        })
     }
+}
+
+/// Decodes `buf[..len]` in place, then drops it from the front of `buf`. Nothing of it is
+/// kept, so there is no split and no reference count to touch.
+fn read_where_it_lies<M: Inbound>(
+    buf: &mut BytesMut,
+    len: usize,
+    decode: impl FnOnce(&[u8]) -> Result<M, DecodeError>,
+) -> Result<M, DecodeError> {
+    let r = buf.get(..len).map(decode);
+    buf.advance(len.min(buf.len()));
+    // `len` came from a complete frame of this buffer.
+    r.unwrap_or(Err(DecodeError::Framing {
+        side: M::SIDE,
+        source: FrameError::Truncated,
+    }))
 }
 
 /// Decodes what a client sends (used by servers).
@@ -202,13 +235,13 @@ impl<M: Inbound> MessageDecoder<M> {
                 Ok(None)
             }
             1 => {
-                let payload = self.take_frame(buf)?;
+                let Some(len) = self.take_frame(buf)? else {
+                    return Ok(None);
+                };
+                let m = self.decode_payload(buf, len)?;
                 // Consume (and reserve for) a header that follows, as every chunk does.
                 self.take_frame(buf)?;
-                match payload {
-                    Some(p) => self.decode_payload(p).map(Some),
-                    None => Ok(None),
-                }
+                Ok(Some(m))
             }
             n => {
                 self.decode_chunk(buf, n)?;
@@ -297,8 +330,8 @@ impl<M: Inbound> MessageDecoder<M> {
     /// The next payload off the front of `buf` (headers were checked by
     /// [`complete_frames`](Self::complete_frames), so this cannot fail unless the caller
     /// mixed buffers).
-    fn take_frame(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, DecodeError> {
-        self.frames.decode(buf).map_err(|source| {
+    fn take_frame(&mut self, buf: &mut BytesMut) -> Result<Option<usize>, DecodeError> {
+        self.frames.next_payload(buf).map_err(|source| {
             self.fail();
             DecodeError::Frame {
                 side: M::SIDE,
@@ -312,8 +345,8 @@ impl<M: Inbound> MessageDecoder<M> {
     fn decode_chunk(&mut self, buf: &mut BytesMut, n: usize) -> Result<(), DecodeError> {
         self.ready.reserve(n);
         for _ in 0..n {
-            if let Some(payload) = self.take_frame(buf)? {
-                let m = self.decode_payload(payload)?;
+            if let Some(len) = self.take_frame(buf)? {
+                let m = self.decode_payload(buf, len)?;
                 self.ready.push_back(m);
             }
         }
@@ -321,8 +354,8 @@ impl<M: Inbound> MessageDecoder<M> {
         Ok(())
     }
 
-    fn decode_payload(&mut self, payload: Bytes) -> Result<M, DecodeError> {
-        M::from_payload(payload, &self.limits).inspect_err(|_| self.fail())
+    fn decode_payload(&mut self, buf: &mut BytesMut, len: usize) -> Result<M, DecodeError> {
+        M::from_payload(buf, len, &self.limits).inspect_err(|_| self.fail())
     }
 
     fn fail(&mut self) {

@@ -108,6 +108,15 @@ impl FrameDecoder {
     /// [`FrameError::TooLong`] as soon as a header declares too much; afterwards
     /// [`FrameError::Failed`] (or [`FrameError::Ended`] after [`end`](Self::end)).
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
+        Ok(self
+            .next_payload(buf)?
+            .map(|length| buf.split_to(length).freeze()))
+    }
+
+    /// [`decode`](Self::decode) without taking the payload: `Ok(Some(n))` means the next
+    /// payload is `buf[..n]`, and the caller must remove exactly those bytes before the next
+    /// call. This lets a decoder read a payload where it lies instead of splitting it off.
+    pub(crate) fn next_payload(&mut self, buf: &mut BytesMut) -> Result<Option<usize>, FrameError> {
         loop {
             match self.state {
                 State::Failed => return Err(FrameError::Failed),
@@ -136,7 +145,7 @@ impl FrameDecoder {
                         return Ok(None);
                     }
                     self.state = State::Header;
-                    return Ok(Some(buf.split_to(length).freeze()));
+                    return Ok(Some(length));
                 }
             }
         }

@@ -117,8 +117,13 @@ pub type ServerFrameCodec = crate::codec::ServerFrameDecoder;
 
 impl crate::codec::Inbound for ServerFrame {
     const SIDE: Side = Side::Server;
-    fn from_payload(payload: Bytes, limits: &CborLimits) -> Result<Self, DecodeError> {
-        decode_server_frame_with(payload, limits)
+    fn from_payload(
+        buf: &mut bytes::BytesMut,
+        len: usize,
+        limits: &CborLimits,
+    ) -> Result<Self, DecodeError> {
+        // An update outlives the read buffer: its payload is split off, not copied.
+        decode_server_frame_with(buf.split_to(len.min(buf.len())).freeze(), limits)
     }
 }
 
