@@ -1,79 +1,55 @@
 //! The client handle: connect, request, cancel, attach, subscribe, close.
+//!
+//! Handles talk to the connection task through one bounded command channel; every answer
+//! comes back on the caller's own `oneshot`. The request table lives in the task's
+//! [`ClientConn`](crate::conn::ClientConn) only.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use baton_protocol::chord::ServiceMode;
-use baton_protocol::{
-    Cancel, ClientMessage, Id, Request, ServerId, SessionTarget, Target, Value, encode_frame,
-};
-use bytes::Bytes;
+use baton_protocol::{Id, ServerId, SessionTarget, Target, Value};
 use tokio::sync::{Notify, Semaphore, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::config::ClientConfig;
-use crate::connect;
-use crate::driver::{Command, Deferred, Driver, Reply, ReplyTx, TargetSpec};
+use crate::conn::{ClientConn, Command, Completion, ConnConfig, RequestNumbers, TargetSpec};
+use crate::driver::{self, Driver};
 use crate::endpoint::Endpoint;
 use crate::error::{ConnectError, RequestError};
+use crate::reply::Reply;
 use crate::session::Session;
 use crate::status::Status;
-use crate::subscription::{SubCore, SubscribeCmd, Subscription};
+use crate::subscription::{PendingSubscription, SubscribeCmd, Subscription};
 use crate::tls;
 
-/// Commands queued for the driver before callers wait.
+/// Commands queued for the connection task before callers wait.
 const COMMAND_QUEUE: usize = 256;
 
-/// A caller's request that was written to the current connection and awaits its response.
-pub(crate) struct SentRequest {
-    pub(crate) reply: ReplyTx,
-    pub(crate) target: Target,
+/// How a caller waits for the connection task's answer.
+pub(crate) type Waiter = oneshot::Sender<Completion>;
+
+/// Work that handles queue from `Drop` (which cannot await, and must not be refused by a
+/// full command channel).
+#[derive(Debug)]
+pub(crate) enum Deferred {
+    /// Request number `.0` was given up on.
+    Cancel(u64),
+    /// The subscription with this key was dropped.
+    Unsubscribe(u64),
 }
 
-/// The request path of the live connection, shared by handles and the driver.
-///
-/// A caller encodes its request and queues the frame for the writer task itself, recording
-/// it here in the same critical section, so a request costs no hop through the driver task.
-/// The driver (which reads the connection) completes entries from here, cancels them, and
-/// clears this when the connection ends: an entry then either was never recorded (the caller
-/// gets `NotSent`) or is failed by the driver (`OutcomeUnknown`). Never locked across an
-/// `.await`.
-#[derive(Default)]
-pub(crate) struct Wire {
-    /// Bumped whenever the connection is installed or cleared.
-    generation: u64,
-    /// The writer queue of the live connection; `None` while disconnected (requests then
-    /// queue for the driver, which sends them once reconnected, as before).
-    outbound: Option<mpsc::Sender<Bytes>>,
-    /// User requests written to the current connection, by id.
-    sent: HashMap<Id, SentRequest>,
-    /// Requests cancelled after sending: their late response is ignored, not fatal.
-    abandoned: HashSet<Id>,
-}
-
-/// Whom a response id answers.
-pub(crate) enum Answered {
-    Sent(SentRequest),
-    Abandoned,
-    Unknown,
-}
-
-/// State shared by every handle of one client and its driver task.
+/// State shared by every handle of one client and its connection task.
 pub(crate) struct Shared {
-    commands: mpsc::Sender<Command>,
-    wire: Mutex<Wire>,
-    max_frame_length: u32,
+    commands: mpsc::Sender<Command<Waiter>>,
     deferred: Mutex<Vec<Deferred>>,
     pub(crate) deferred_notify: Notify,
-    next_request: AtomicU64,
-    next_subscription: AtomicU64,
+    numbers: RequestNumbers,
     next_sub_key: AtomicU64,
-    jitter_state: AtomicU64,
-    in_flight: Arc<Semaphore>,
+    in_flight: Semaphore,
     status: watch::Receiver<Status>,
     attachment: watch::Receiver<Option<SessionTarget>>,
     server_id: ServerId,
@@ -83,185 +59,12 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn next_request_id(&self) -> Id {
-        let n = self.next_request.fetch_add(1, Ordering::Relaxed);
-        Id::new(format!("request-{n}"))
-            .unwrap_or_else(|_| unreachable!("non-empty by construction"))
-    }
-
-    pub(crate) fn next_subscription_id(&self) -> Id {
-        let n = self.next_subscription.fetch_add(1, Ordering::Relaxed);
-        Id::new(format!("service-{n}"))
-            .unwrap_or_else(|_| unreachable!("non-empty by construction"))
-    }
-
     pub(crate) fn next_sub_key(&self) -> u64 {
         self.next_sub_key.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// A number in `[0, 1)` for backoff jitter (xorshift; quality is irrelevant here).
-    pub(crate) fn jitter(&self) -> f64 {
-        let mut x = self.jitter_state.load(Ordering::Relaxed);
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.jitter_state.store(x, Ordering::Relaxed);
-        #[expect(clippy::cast_precision_loss, reason = "jitter only needs 53 bits")]
-        let f = (x >> 11) as f64 / (1u64 << 53) as f64;
-        f
-    }
-
-    fn lock_wire(&self) -> MutexGuard<'_, Wire> {
-        // Every critical section leaves the map and the queue consistent.
-        self.wire
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Lets handles write requests to a new connection's writer queue.
-    pub(crate) fn install_wire(&self, outbound: mpsc::Sender<Bytes>) {
-        let mut wire = self.lock_wire();
-        wire.generation += 1;
-        wire.outbound = Some(outbound);
-    }
-
-    /// The connection ended: stops direct writes and returns the requests that were sent
-    /// on it (their outcome is unknown).
-    pub(crate) fn clear_wire(&self) -> Vec<SentRequest> {
-        let mut wire = self.lock_wire();
-        wire.generation += 1;
-        wire.outbound = None;
-        wire.abandoned.clear();
-        wire.sent.drain().map(|(_, r)| r).collect()
-    }
-
-    /// Records a request the driver sent on the current connection.
-    pub(crate) fn record_sent(&self, id: Id, request: SentRequest) {
-        self.lock_wire().sent.insert(id, request);
-    }
-
-    /// Takes a sent request's entry (it is being cancelled).
-    pub(crate) fn take_sent(&self, id: &Id) -> Option<SentRequest> {
-        self.lock_wire().sent.remove(id)
-    }
-
-    /// Marks a request whose `cancel` was sent: its late answer is ignored.
-    pub(crate) fn abandon(&self, id: Id) {
-        self.lock_wire().abandoned.insert(id);
-    }
-
-    /// Takes what the response with `id` answers.
-    pub(crate) fn take_answered(&self, id: &Id) -> Answered {
-        let mut wire = self.lock_wire();
-        if let Some(sent) = wire.sent.remove(id) {
-            Answered::Sent(sent)
-        } else if wire.abandoned.remove(id) {
-            Answered::Abandoned
-        } else {
-            Answered::Unknown
-        }
-    }
-
-    /// A caller gave up on request `id`: if it was sent, queue its `cancel` right behind it
-    /// (so it precedes anything the caller sends next) and ignore its late answer.
-    fn cancel_sent(&self, id: Id) {
-        let mut wire = self.lock_wire();
-        let queued = match (wire.sent.remove(&id), &wire.outbound) {
-            (Some(sent), Some(outbound)) => {
-                let msg = ClientMessage::Cancel(Cancel {
-                    id: id.clone(),
-                    target: sent.target.clone(),
-                });
-                match encode_frame(&msg, self.max_frame_length) {
-                    Ok(frame) => match outbound.try_send(frame) {
-                        Ok(()) => true,
-                        // A full queue: put it back for the driver, which can wait for room.
-                        Err(_) => {
-                            wire.sent.insert(id.clone(), sent);
-                            false
-                        }
-                    },
-                    // Cannot happen for ids and targets that encoded in the request; still,
-                    // never leave the answer fatal.
-                    Err(_) => true,
-                }
-            }
-            (Some(sent), None) => {
-                wire.sent.insert(id.clone(), sent);
-                false
-            }
-            (None, _) => false,
-        };
-        if queued {
-            wire.abandoned.insert(id);
-            return;
-        }
-        drop(wire);
-        // Not sent by us (still queued for the driver, or being sent by it): the driver
-        // cancels it if it was sent, in order with its own sends.
-        self.defer(Deferred::Cancel(id));
-    }
-
-    /// Sends a user request: straight to the writer queue while connected, through the
-    /// driver otherwise. On `Ok` the answer arrives on `reply`'s receiver.
-    async fn send_request(
-        &self,
-        id: Id,
-        spec: TargetSpec,
-        call: Value,
-        reply: ReplyTx,
-    ) -> Result<(), RequestError> {
-        if self.shutdown.is_cancelled() {
-            return Err(RequestError::Closed);
-        }
-        let live = {
-            let wire = self.lock_wire();
-            wire.outbound.clone().map(|o| (wire.generation, o))
-        };
-        let Some((generation, outbound)) = live else {
-            return self
-                .command(Command::Request {
-                    id,
-                    target: spec,
-                    call,
-                    reply,
-                })
-                .await;
-        };
-        // Resolved at send time, as the driver does: a session call never goes out with a
-        // route the client already knows is stale.
-        let target = match spec {
-            TargetSpec::Explicit(t) => t,
-            TargetSpec::Session(session_id) => match &*self.attachment.borrow() {
-                Some(a) if a.session_id == session_id => Target::Session(a.clone()),
-                _ => return Err(RequestError::NotAttached(session_id.to_string())),
-            },
-        };
-        let frame = encode_frame(
-            &ClientMessage::Request(Request {
-                id: id.clone(),
-                target: target.clone(),
-                call,
-            }),
-            self.max_frame_length,
-        )?;
-        // Waits for queue space without holding the lock (the queue is bounded).
-        let lost = || RequestError::NotSent("connection lost".to_owned());
-        let permit = outbound.reserve_owned().await.map_err(|_| lost())?;
-        let mut wire = self.lock_wire();
-        if wire.generation != generation {
-            // The connection ended while we waited: this frame was never written.
-            return Err(lost());
-        }
-        // Recorded and queued together, so the driver can never see the response (or clear
-        // the map) without the entry, and a later `cancel` always follows the request.
-        wire.sent.insert(id, SentRequest { reply, target });
-        permit.send(frame);
-        Ok(())
-    }
-
     pub(crate) fn lock_deferred(&self) -> MutexGuard<'_, Vec<Deferred>> {
-        // A poisoned list is still a valid list of ids.
+        // A poisoned list is still a valid list of numbers.
         self.deferred
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -280,7 +83,7 @@ impl Shared {
         drop(self.tracker.spawn(fut));
     }
 
-    pub(crate) async fn command(&self, cmd: Command) -> Result<(), RequestError> {
+    pub(crate) async fn command(&self, cmd: Command<Waiter>) -> Result<(), RequestError> {
         if self.shutdown.is_cancelled() {
             return Err(RequestError::Closed);
         }
@@ -288,6 +91,20 @@ impl Shared {
             .send(cmd)
             .await
             .map_err(|_| RequestError::Closed)
+    }
+}
+
+/// What the connection task answered, or why it did not.
+fn answered(completion: Result<Completion, oneshot::error::RecvError>) -> Completion {
+    completion.unwrap_or_else(|_| {
+        Completion::Reply(Err(RequestError::NotSent("client closed".to_owned())))
+    })
+}
+
+fn into_reply(completion: Completion) -> Result<Reply, RequestError> {
+    match completion {
+        Completion::Reply(r) => r,
+        Completion::Attached(r) => r.map(|_| Reply::Void),
     }
 }
 
@@ -320,22 +137,23 @@ impl std::fmt::Debug for Client {
     }
 }
 
-/// Removes a request's pending entry and sends `cancel` unless disarmed.
+/// Gives up on a request when dropped unless disarmed: the connection task forgets it and
+/// sends `cancel` if it was sent.
 struct CancelOnDrop<'a> {
     shared: &'a Shared,
-    id: Option<Id>,
+    number: Option<u64>,
 }
 
 impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            self.shared.cancel_sent(id);
+        if let Some(number) = self.number.take() {
+            self.shared.defer(Deferred::Cancel(number));
         }
     }
 }
 
 impl Client {
-    /// Connects, performs the handshake and starts the connection driver.
+    /// Connects, performs the handshake and starts the connection task.
     ///
     /// # Errors
     /// [`ConnectError`] for an unreachable server, TLS failure, `hello_error` (e.g. version
@@ -345,24 +163,32 @@ impl Client {
             Endpoint::Tls { .. } => Some(tls::client_config(&config.tls)?),
             Endpoint::Unix(_) | Endpoint::Tcp { .. } => None,
         };
-        let conn =
-            connect::connect(&config, tls.as_ref(), config.expected_server_id.as_ref()).await?;
-        let server_id = conn.server_id.clone();
         let (commands, command_rx) = mpsc::channel(COMMAND_QUEUE);
+        let numbers = RequestNumbers::default();
+        let seed = u64::from(std::process::id()) ^ (&raw const commands as u64);
+        let mut conn = ClientConn::new(
+            ConnConfig {
+                max_frame_length: config.max_frame_length,
+                expected_server_id: config.expected_server_id.clone(),
+                reconnect: config.reconnect.clone(),
+                jitter_seed: seed,
+            },
+            numbers.clone(),
+        );
+        let transport = driver::establish(&config, tls.as_ref(), &mut conn).await?;
+        let server_id = conn
+            .server_id()
+            .cloned()
+            .unwrap_or_else(|| unreachable!("a handshaken connection knows its server"));
         let (status_tx, status) = watch::channel(Status::Connected);
         let (attachment_tx, attachment) = watch::channel(None);
-        let seed = std::process::id() as u64 ^ (&commands as *const _ as u64) | 1;
         let shared = Arc::new(Shared {
             commands,
-            wire: Mutex::new(Wire::default()),
-            max_frame_length: config.max_frame_length,
             deferred: Mutex::new(Vec::new()),
             deferred_notify: Notify::new(),
-            next_request: AtomicU64::new(1),
-            next_subscription: AtomicU64::new(1),
+            numbers,
             next_sub_key: AtomicU64::new(1),
-            jitter_state: AtomicU64::new(seed),
-            in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
+            in_flight: Semaphore::new(config.max_in_flight.max(1)),
             status,
             attachment,
             server_id: server_id.clone(),
@@ -376,13 +202,12 @@ impl Client {
             Arc::clone(&shared),
             config,
             tls,
-            server_id,
+            conn,
             command_rx,
             status_tx,
             attachment_tx,
-            SubCore::default(),
         );
-        shared.spawn(driver.run(conn).instrument(span));
+        shared.spawn(driver.run(transport).instrument(span));
         Ok(Self { shared })
     }
 
@@ -450,42 +275,61 @@ impl Client {
         call: Value,
         options: RequestOptions,
     ) -> Result<Reply, RequestError> {
-        let cancel = options.cancel.unwrap_or_default();
         // Already cancelled: send nothing.
-        if cancel.is_cancelled() {
+        if options
+            .cancel
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled)
+        {
             return Err(RequestError::Cancelled);
         }
-        let timeout = options.timeout.or(self.shared.request_timeout);
-        let work = async {
-            let _permit = tokio::select! {
-                permit = Arc::clone(&self.shared.in_flight).acquire_owned() => {
-                    permit.map_err(|_| RequestError::Closed)?
-                }
-                () = cancel.cancelled() => return Err(RequestError::Cancelled),
-            };
-            let id = self.shared.next_request_id();
-            let (reply, rx) = oneshot::channel();
+        let deadline = options
+            .timeout
+            .or(self.shared.request_timeout)
+            .map(|t| tokio::time::Instant::now() + t);
+        // Until the command is queued the deadline is ours; after, the connection's.
+        let queue = async {
+            let permit = match &options.cancel {
+                Some(cancel) => tokio::select! {
+                    permit = self.shared.in_flight.acquire() => permit,
+                    () = cancel.cancelled() => return Err(RequestError::Cancelled),
+                },
+                None => self.shared.in_flight.acquire().await,
+            }
+            .map_err(|_| RequestError::Closed)?;
+            let number = self.shared.numbers.next();
+            let (waiter, rx) = oneshot::channel();
             self.shared
-                .send_request(id.clone(), target, call, reply)
+                .command(Command::Request {
+                    number,
+                    target,
+                    call,
+                    deadline: deadline.map(tokio::time::Instant::into_std),
+                    waiter,
+                })
                 .await?;
-            let mut guard = CancelOnDrop {
-                shared: &self.shared,
-                id: Some(id),
-            };
-            let result = tokio::select! {
-                r = rx => r.unwrap_or_else(|_| Err(RequestError::NotSent("client closed".to_owned()))),
-                () = cancel.cancelled() => return Err(RequestError::Cancelled),
-            };
-            // Answered (or failed for good): nothing left to cancel.
-            guard.id = None;
-            result
+            Ok((permit, number, rx))
         };
-        match timeout {
-            Some(t) => tokio::time::timeout(t, work)
+        let (_permit, number, rx) = match deadline {
+            Some(at) => tokio::time::timeout_at(at, queue)
                 .await
-                .unwrap_or(Err(RequestError::TimedOut)),
-            None => work.await,
-        }
+                .unwrap_or(Err(RequestError::TimedOut))?,
+            None => queue.await?,
+        };
+        let mut guard = CancelOnDrop {
+            shared: &self.shared,
+            number: Some(number),
+        };
+        let completion = match &options.cancel {
+            Some(cancel) => tokio::select! {
+                r = rx => answered(r),
+                () = cancel.cancelled() => return Err(RequestError::Cancelled),
+            },
+            None => answered(rx.await),
+        };
+        // Answered (or failed for good): nothing left to cancel.
+        guard.number = None;
+        into_reply(completion)
     }
 
     /// Attaches this connection to `session_id` (or a prefix the server resolves) and returns
@@ -497,16 +341,17 @@ impl Client {
     pub async fn attach(&self, session_id: &str) -> Result<Session, RequestError> {
         let session_id =
             Id::new(session_id).map_err(|_| RequestError::NotAttached(String::new()))?;
-        let (reply, rx) = oneshot::channel();
+        let (waiter, rx) = oneshot::channel();
         self.shared
-            .command(Command::Attach {
-                session_id: session_id.clone(),
-                reply,
-            })
+            .command(Command::Attach { session_id, waiter })
             .await?;
-        let target = rx
-            .await
-            .unwrap_or_else(|_| Err(RequestError::NotSent("client closed".to_owned())))?;
+        let target = match answered(rx.await) {
+            Completion::Attached(r) => r?,
+            Completion::Reply(r) => {
+                r?;
+                return Err(RequestError::NotSent("client closed".to_owned()));
+            }
+        };
         // The session as the server names it (`session_id` may have been a prefix).
         Ok(Session::new(
             self.clone(),
@@ -520,11 +365,9 @@ impl Client {
     /// # Errors
     /// A server or connection error.
     pub async fn detach(&self) -> Result<(), RequestError> {
-        let (reply, rx) = oneshot::channel();
-        self.shared.command(Command::Detach { reply }).await?;
-        rx.await
-            .unwrap_or_else(|_| Err(RequestError::NotSent("client closed".to_owned())))
-            .map(drop)
+        let (waiter, rx) = oneshot::channel();
+        self.shared.command(Command::Detach { waiter }).await?;
+        into_reply(answered(rx.await)).map(drop)
     }
 
     /// Subscribes to a server-scope service and waits for its snapshot.
@@ -547,15 +390,10 @@ impl Client {
         mode: ServiceMode,
     ) -> Result<Subscription, RequestError> {
         let key = self.shared.next_sub_key();
-        let (cmd, handle) = SubscribeCmd::new(
-            key,
-            target,
-            service_id.to_owned(),
-            mode,
-            Arc::clone(&self.shared),
-        );
+        let (cmd, parts) = SubscribeCmd::new(key, target, service_id.to_owned(), mode);
+        let pending = PendingSubscription::new(parts, Arc::clone(&self.shared));
         self.shared.command(Command::Subscribe(cmd)).await?;
-        handle.ready().await
+        pending.ready().await
     }
 
     /// Closes the connection: pending requests fail, subscriptions end, tasks stop.

@@ -5,10 +5,16 @@
 //! service's live state from one snapshot plus deltas. The `baton` command is built on it.
 //!
 //! ```text
-//! Client ──commands──▶ driver task ──frames──▶ writer task ──▶ socket
-//!   ▲                    │  ▲
-//!   └──replies/watch─────┘  └──────── reader (frames from the server)
+//! Client / Session / Subscription ──commands (bounded)──▶ connection task ◀──▶ socket
+//!   ▲                                                      │ owns ClientConn (sans-IO core)
+//!   └──── answers (oneshot) · attachment, status (watch) ───┘ + subscription replicas
 //! ```
+//!
+//! The connection logic is a sans-IO core, `conn::ClientConn` (handshake, the one request
+//! table, deadlines, the attachment route, subscriptions, the reconnect plan; time is a
+//! parameter, unit-tested without sockets); the task around it (`driver`) only reads into
+//! the core's buffer, writes what it hands out, sleeps until its next deadline and delivers
+//! its events.
 //!
 //! * [`Client::connect`] opens the transport and completes the handshake (an expected
 //!   `serverId` is enforced).
@@ -34,12 +40,13 @@
 
 mod client;
 mod config;
-mod connect;
+mod conn;
 mod driver;
 mod endpoint;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+mod reply;
 mod session;
 mod status;
 mod subscription;
@@ -54,9 +61,10 @@ pub use config::{
     DEFAULT_SUBSCRIPTION_EVENTS, DEFAULT_TCP_KEEPALIVE_INTERVAL, DEFAULT_TCP_KEEPALIVE_RETRIES,
     DEFAULT_TCP_KEEPALIVE_TIME, KeepaliveConfig, ReconnectPolicy,
 };
-pub use driver::{Reply, SESSION_MANAGEMENT_SERVICE};
+pub use conn::SESSION_MANAGEMENT_SERVICE;
 pub use endpoint::{Endpoint, EndpointError};
 pub use error::{ConnectError, RequestError};
+pub use reply::Reply;
 pub use session::Session;
 pub use status::Status;
 pub use subscription::{EndReason, Subscription, SubscriptionEvent};

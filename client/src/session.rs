@@ -4,8 +4,9 @@ use baton_protocol::chord::ServiceMode;
 use baton_protocol::{Id, SessionTarget, Value};
 
 use crate::client::{Client, RequestOptions};
-use crate::driver::{Reply, TargetSpec};
+use crate::conn::TargetSpec;
 use crate::error::RequestError;
+use crate::reply::Reply;
 use crate::subscription::Subscription;
 
 /// An attached session. Calls resolve the target when they are sent: if the connection is no

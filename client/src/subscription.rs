@@ -1,6 +1,6 @@
 //! Subscriptions: a replica rebuilt from one snapshot plus deltas, and a stream of changes.
 //!
-//! The driver owns the decoding side ([`SubCore`]); users hold a [`Subscription`]. The
+//! The connection core owns the decoding side ([`SubCore`]); users hold a [`Subscription`]. The
 //! replica is published through a `watch` channel, so its current value is never lost however
 //! slowly a consumer reads. Change events go through a bounded queue; when a consumer falls
 //! that far behind, the missed events collapse into one [`SubscriptionEvent::Lagged`] (in
@@ -33,10 +33,11 @@ use futures::Stream;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::debug;
 
-use crate::client::Shared;
+use crate::client::{Deferred, Shared};
 use crate::config::{DEFAULT_EARLY_UPDATE_BUFFER, DEFAULT_SUBSCRIPTION_EVENTS};
-use crate::driver::{Deferred, Reply, TargetSpec};
+use crate::conn::TargetSpec;
 use crate::error::RequestError;
+use crate::reply::Reply;
 
 /// Something that happened to a subscription, in order.
 #[derive(Debug, Clone)]
@@ -176,6 +177,29 @@ pub(crate) struct PendingSubscription {
 }
 
 impl PendingSubscription {
+    /// The handle side of a [`SubscribeCmd`]; dropping it unsubscribes through `shared`.
+    pub(crate) fn new(parts: SubscriptionParts, shared: Arc<Shared>) -> Self {
+        let SubscriptionParts {
+            key,
+            service_id,
+            state,
+            events,
+            ended,
+            ready,
+        } = parts;
+        Self {
+            ready,
+            sub: Subscription {
+                key,
+                service_id,
+                state,
+                events,
+                ended,
+                shared,
+            },
+        }
+    }
+
     pub(crate) async fn ready(self) -> Result<Subscription, RequestError> {
         let Self { ready, sub } = self;
         match ready.await {
@@ -186,7 +210,20 @@ impl PendingSubscription {
     }
 }
 
-/// A new subscription for the driver.
+/// The receiving ends of a [`SubscribeCmd`]'s channels.
+#[derive(Debug)]
+pub(crate) struct SubscriptionParts {
+    pub(crate) key: u64,
+    pub(crate) service_id: String,
+    pub(crate) state: watch::Receiver<Arc<Replica>>,
+    pub(crate) events: mpsc::Receiver<SubscriptionEvent>,
+    pub(crate) ended: Arc<OnceLock<EndReason>>,
+    pub(crate) ready: oneshot::Receiver<Result<(), RequestError>>,
+}
+
+/// A new subscription for the connection core: where its replica, events, end reason and
+/// first-snapshot answer go.
+#[derive(Debug)]
 pub(crate) struct SubscribeCmd {
     key: u64,
     target: TargetSpec,
@@ -204,8 +241,7 @@ impl SubscribeCmd {
         target: TargetSpec,
         service_id: String,
         mode: ServiceMode,
-        shared: Arc<Shared>,
-    ) -> (Self, PendingSubscription) {
+    ) -> (Self, SubscriptionParts) {
         let (view, state) = watch::channel(Arc::new(Replica::new(service_id.clone(), mode)));
         let (events_tx, events) = mpsc::channel(DEFAULT_SUBSCRIPTION_EVENTS);
         let (ready_tx, ready) = oneshot::channel();
@@ -220,15 +256,20 @@ impl SubscribeCmd {
             ended: Arc::clone(&ended),
             ready: ready_tx,
         };
-        let sub = Subscription {
+        let parts = SubscriptionParts {
             key,
             service_id,
             state,
             events,
             ended,
-            shared,
+            ready,
         };
-        (cmd, PendingSubscription { ready, sub })
+        (cmd, parts)
+    }
+
+    /// The subscription's key.
+    pub(crate) fn key(&self) -> u64 {
+        self.key
     }
 
     pub(crate) fn reject(self, err: RequestError) {
@@ -236,6 +277,7 @@ impl SubscribeCmd {
     }
 }
 
+#[derive(Debug)]
 enum Phase {
     /// Not on the wire (waiting for a connection or an attachment).
     Idle,
@@ -246,6 +288,7 @@ enum Phase {
     Active { decoder: StateDecoder },
 }
 
+#[derive(Debug)]
 struct Sub {
     target: TargetSpec,
     service_id: String,
@@ -374,8 +417,8 @@ fn forget_instance(
     decoder.decode_update(&closed.to_value()).map(drop)
 }
 
-/// Driver-side state of every subscription of one client.
-#[derive(Default)]
+/// The connection core's state of every subscription of one client.
+#[derive(Debug, Default)]
 pub(crate) struct SubCore {
     subs: HashMap<u64, Sub>,
     by_wire: HashMap<Id, u64>,

@@ -1,0 +1,1025 @@
+//! The sans-IO core of a client connection: handshake, the request table, cancel, the
+//! attachment route, subscriptions, and reconnect bookkeeping.
+//!
+//! [`ClientConn`] owns no socket, task or clock. It outlives every transport of one client:
+//! each transport is a new handshake, and what the client wants (its attachment, its
+//! subscriptions) is re-made on it. Time is always a `now` argument, so timeouts and the
+//! reconnect backoff are deadlines it reports, never timers it runs.
+//!
+//! # Calling contract
+//! * Inputs (`handle_*`): [`handle_open`](ClientConn::handle_open) when a transport is up,
+//!   [`handle_read`](ClientConn::handle_read) after reading into
+//!   [`read_buffer`](ClientConn::read_buffer) (the decoder's own buffer: frames are decoded
+//!   where they were read), [`handle_eof`](ClientConn::handle_eof),
+//!   [`handle_lost`](ClientConn::handle_lost) (the transport failed),
+//!   [`handle_connect_failed`](ClientConn::handle_connect_failed) (opening or handshaking a
+//!   transport failed), [`handle_command`](ClientConn::handle_command) (what a handle asked
+//!   for), [`handle_timeout`](ClientConn::handle_timeout) once
+//!   [`poll_timeout`](ClientConn::poll_timeout) has passed, and
+//!   [`close`](ClientConn::close).
+//! * After any input, drain the outputs (`poll_*`): [`poll_event`](ClientConn::poll_event)
+//!   until `None` (completions for callers, attachment and status changes, [`Event::Dial`]
+//!   to open a transport, [`Event::Disconnect`] to drop the current one),
+//!   [`poll_transmit`](ClientConn::poll_transmit) into the write buffer, and re-arm the
+//!   timer from [`poll_timeout`](ClientConn::poll_timeout).
+//! * `now` must not go backwards.
+//!
+//! While the first transport is handshaking, [`take_handshake_failure`]
+//! (ClientConn::take_handshake_failure) says why it failed and [`is_live`](ClientConn::is_live)
+//! that it succeeded.
+//!
+//! Request numbers come from a [`RequestNumbers`] allocator the handles share, so a caller
+//! can name its request in a later [`Command::Cancel`] before the core has seen it; the
+//! request table (what each number is waiting for) has this one owner.
+//!
+//! Subscription replicas and event queues are handed to the core with each
+//! [`SubscribeCmd`]; it applies updates to them in place (see [`crate::subscription`]).
+
+pub(crate) mod requests;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashSet, VecDeque};
+use std::mem;
+use std::time::Instant;
+
+use baton_protocol::chord::{ControlCall, ServiceCall};
+use baton_protocol::handshake::{ClientHandshake, HandshakeError};
+use baton_protocol::{
+    Cancel, ClientMessage, DecodeError, Id, Outcome, Request, ServerFrame, ServerFrameDecoder,
+    ServerId, ServerMessage, SessionTarget, Side, Target, Value, encode_frame_into,
+};
+use bytes::{Bytes, BytesMut};
+use tracing::{debug, warn};
+
+use crate::config::ReconnectPolicy;
+use crate::error::RequestError;
+use crate::reply::Reply;
+use crate::status::Status;
+use crate::subscription::{Resync, SubCore, SubscribeCmd};
+
+pub(crate) use self::requests::RequestNumbers;
+use self::requests::{Purpose, RequestTable, Sent, Slot, request_id, request_number};
+
+/// The service that attaches a connection to a session (pi's session manager).
+pub const SESSION_MANAGEMENT_SERVICE: &str = "pi.session-management";
+
+/// Where a request goes, resolved by the core when it is sent.
+#[derive(Debug, Clone)]
+pub(crate) enum TargetSpec {
+    /// Exactly this target.
+    Explicit(Target),
+    /// The current attachment, which must be to this session.
+    Session(Id),
+}
+
+/// What a handle asks of the connection. `W` is how a caller waits for its answer.
+#[derive(Debug)]
+pub(crate) enum Command<W> {
+    /// Send `call`; answer `waiter` with [`Completion::Reply`]. A `deadline` fails it with
+    /// [`RequestError::TimedOut`] (and cancels it if it was sent).
+    Request {
+        number: u64,
+        target: TargetSpec,
+        call: Value,
+        deadline: Option<Instant>,
+        waiter: W,
+    },
+    /// Attach to `session_id`; answer with [`Completion::Attached`].
+    Attach { session_id: Id, waiter: W },
+    /// Detach; answer with [`Completion::Reply`].
+    Detach { waiter: W },
+    /// Start a subscription (its handle waits on the command's own channels).
+    Subscribe(SubscribeCmd),
+    /// The caller gave up on request `number`: forget it, and `cancel` it if it was sent.
+    Cancel(u64),
+    /// The subscription with this key was dropped.
+    Unsubscribe(u64),
+}
+
+/// An answer for a caller.
+#[derive(Debug)]
+pub(crate) enum Completion {
+    /// A request's (or detach's) result.
+    Reply(Result<Reply, RequestError>),
+    /// An attach's result: the attachment the server announced.
+    Attached(Result<SessionTarget, RequestError>),
+}
+
+/// Something the glue must do or deliver.
+#[derive(Debug)]
+#[must_use = "events carry answers for callers and instructions for the glue"]
+pub(crate) enum Event<W> {
+    /// Answer a caller.
+    Complete { waiter: W, completion: Completion },
+    /// The connection's attachment changed.
+    Attachment(Option<SessionTarget>),
+    /// The connection status changed.
+    Status(Status),
+    /// Open a new transport now (a reconnect attempt), then call
+    /// [`ClientConn::handle_open`] or [`ClientConn::handle_connect_failed`].
+    Dial,
+    /// Drop the current transport: the core gave up on it (a protocol error).
+    Disconnect,
+}
+
+/// Why a transport's handshake failed.
+#[derive(Debug)]
+pub(crate) enum HandshakeFailure {
+    /// The server refused the hello or broke a handshake rule.
+    Handshake(HandshakeError),
+    /// The server's bytes did not decode.
+    Decode(DecodeError),
+    /// The server closed the connection before its hello.
+    Closed,
+}
+
+/// Where the connection stands.
+#[derive(Debug)]
+enum Link {
+    /// No transport: one is being opened.
+    Dialing,
+    /// Hello sent, waiting for the server's.
+    Handshaking(ClientHandshake),
+    /// Handshaken.
+    Live,
+    /// No transport: the next attempt is at `until`.
+    Backoff { until: Instant },
+    /// Finished for good.
+    Closed { reason: String },
+}
+
+/// Configuration of the core.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnConfig {
+    /// Frame limit for both directions.
+    pub(crate) max_frame_length: u32,
+    /// Refuse a first server whose hello carries another id (later ones must match the
+    /// first's).
+    pub(crate) expected_server_id: Option<ServerId>,
+    /// Reconnect policy (`None`: a lost connection finishes the client).
+    pub(crate) reconnect: Option<ReconnectPolicy>,
+    /// Seed for the backoff jitter (any non-zero value).
+    pub(crate) jitter_seed: u64,
+}
+
+/// The sans-IO client connection. See the [module docs](self) for the calling contract.
+#[derive(Debug)]
+pub(crate) struct ClientConn<W> {
+    max_frame_length: u32,
+    expected: Option<ServerId>,
+    server_id: Option<ServerId>,
+    link: Link,
+    codec: ServerFrameDecoder,
+    requests: RequestTable<W>,
+    /// Commands made while no transport was live, replayed in order once one is.
+    held: VecDeque<Command<W>>,
+    numbers: RequestNumbers,
+    next_subscription: u64,
+    attachment: Option<SessionTarget>,
+    /// The session to re-attach after a reconnect.
+    desired_session: Option<Id>,
+    subs: SubCore,
+    reconnect: Option<ReconnectPolicy>,
+    /// Reconnect attempts since the last healthy connection (the backoff exponent).
+    attempt: u32,
+    jitter_state: u64,
+    /// This transport's re-attach and re-subscribe requests still unanswered.
+    resuming: HashSet<u64>,
+    /// When this transport's last resume request was answered: it is healthy once it has
+    /// stayed up `healthy_after` from here.
+    resumed_at: Option<Instant>,
+    out: BytesMut,
+    events: VecDeque<Event<W>>,
+    handshake_failure: Option<HandshakeFailure>,
+}
+
+impl<W> ClientConn<W> {
+    /// A core waiting for its first transport ([`handle_open`](Self::handle_open)).
+    pub(crate) fn new(config: ConnConfig, numbers: RequestNumbers) -> Self {
+        Self {
+            max_frame_length: config.max_frame_length,
+            codec: ServerFrameDecoder::new(config.max_frame_length),
+            expected: config.expected_server_id,
+            server_id: None,
+            link: Link::Dialing,
+            requests: RequestTable::default(),
+            held: VecDeque::new(),
+            numbers,
+            next_subscription: 1,
+            attachment: None,
+            desired_session: None,
+            subs: SubCore::default(),
+            reconnect: config.reconnect,
+            attempt: 0,
+            jitter_state: config.jitter_seed | 1,
+            resuming: HashSet::new(),
+            resumed_at: None,
+            out: BytesMut::new(),
+            events: VecDeque::new(),
+            handshake_failure: None,
+        }
+    }
+
+    // ---- inputs -------------------------------------------------------------------------
+
+    /// A transport is open: the hello is queued and the handshake starts. Ignored unless a
+    /// transport was wanted (first connect or after [`Event::Dial`]).
+    pub(crate) fn handle_open(&mut self, _now: Instant) {
+        if !matches!(self.link, Link::Dialing) {
+            return;
+        }
+        self.codec = ServerFrameDecoder::new(self.max_frame_length);
+        self.out.clear();
+        self.handshake_failure = None;
+        let mut handshake = ClientHandshake::new(self.expected.clone());
+        // The hello is a constant small message: it always encodes.
+        let _ = encode_frame_into(&handshake.start(), self.max_frame_length, &mut self.out);
+        self.link = Link::Handshaking(handshake);
+    }
+
+    /// The read buffer of the current transport, with room for at least `spare` more bytes:
+    /// read into it (append only), then call [`handle_read`](Self::handle_read). It is the
+    /// decoder's own buffer, so frames are decoded where they were read.
+    pub(crate) fn read_buffer(&mut self, spare: usize) -> &mut BytesMut {
+        self.codec.read_buffer(spare)
+    }
+
+    /// Bytes were appended to [`read_buffer`](Self::read_buffer): every frame they complete
+    /// is handled; a partial frame stays for the next read.
+    pub(crate) fn handle_read(&mut self, now: Instant) {
+        while self.has_transport() {
+            match self.codec.next_message() {
+                Ok(Some(frame)) => self.handle_frame(now, frame),
+                Ok(None) => return,
+                Err(e) => {
+                    self.fail_transport(now, e);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The transport reached end of stream (after everything read was handled).
+    pub(crate) fn handle_eof(&mut self, now: Instant) {
+        self.handle_read(now);
+        if !self.has_transport() {
+            return;
+        }
+        match self.codec.end() {
+            Err(e) => self.fail_transport(now, e),
+            Ok(()) if matches!(self.link, Link::Handshaking(_)) => {
+                self.fail_handshake(HandshakeFailure::Closed);
+            }
+            Ok(()) => self.connection_lost(now, "Byte transport closed".to_owned()),
+        }
+    }
+
+    /// One decoded frame from the transport.
+    pub(crate) fn handle_frame(&mut self, now: Instant, frame: ServerFrame) {
+        match &mut self.link {
+            Link::Handshaking(handshake) => {
+                let step = match frame.into_message() {
+                    Ok(msg) => handshake.handle_message(&msg),
+                    Err(_) => {
+                        let e = DecodeError::InvalidMessage { side: Side::Server };
+                        self.fail_handshake(HandshakeFailure::Decode(e));
+                        return;
+                    }
+                };
+                match step {
+                    Ok(Some(server_id)) => self.connected(now, server_id),
+                    Ok(None) => {
+                        self.fail_handshake(HandshakeFailure::Handshake(
+                            HandshakeError::ExpectedHello,
+                        ));
+                    }
+                    Err(e) => self.fail_handshake(HandshakeFailure::Handshake(e)),
+                }
+            }
+            Link::Live => self.handle_live_frame(now, frame),
+            Link::Dialing | Link::Backoff { .. } | Link::Closed { .. } => {}
+        }
+    }
+
+    /// The transport failed (a read or write error) or was closed under us.
+    pub(crate) fn handle_lost(&mut self, now: Instant, reason: String) {
+        match self.link {
+            Link::Live => self.connection_lost(now, reason),
+            Link::Handshaking(_) => self.handle_connect_failed(now, reason),
+            Link::Dialing | Link::Backoff { .. } | Link::Closed { .. } => {}
+        }
+    }
+
+    /// Opening or handshaking a transport failed. The first transport's failure finishes
+    /// the core (the caller of `connect` gets the error); later ones count as a failed
+    /// reconnect attempt.
+    pub(crate) fn handle_connect_failed(&mut self, now: Instant, reason: String) {
+        if !matches!(self.link, Link::Dialing | Link::Handshaking(_)) {
+            return;
+        }
+        self.link = Link::Dialing;
+        if self.server_id.is_none() {
+            self.finish(reason);
+        } else {
+            debug!(error = %reason, attempt = self.attempt, "reconnect attempt failed");
+            self.schedule_attempt(now, reason);
+        }
+    }
+
+    /// A handle's command.
+    pub(crate) fn handle_command(&mut self, now: Instant, cmd: Command<W>) {
+        match &self.link {
+            Link::Live => self.run_command(now, cmd),
+            Link::Closed { reason } => {
+                let reason = reason.clone();
+                self.reject(cmd, &reason);
+            }
+            Link::Dialing | Link::Handshaking(_) | Link::Backoff { .. } => self.hold(cmd),
+        }
+    }
+
+    /// Time has reached `now`: expired requests fail, a due reconnect attempt starts.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        while let Some(number) = self.requests.pop_expired(now) {
+            self.expire(number);
+        }
+        if let Link::Backoff { until } = self.link
+            && now >= until
+        {
+            self.link = Link::Dialing;
+            self.events.push_back(Event::Dial);
+        }
+    }
+
+    /// Closes for good: requests fail, subscriptions end, the status becomes
+    /// [`Status::Closed`]. Idempotent.
+    pub(crate) fn close(&mut self, reason: &str) {
+        if !matches!(self.link, Link::Closed { .. }) {
+            if self.has_transport() {
+                self.events.push_back(Event::Disconnect);
+            }
+            self.finish(reason.to_owned());
+        }
+    }
+
+    // ---- outputs ------------------------------------------------------------------------
+
+    /// The next event for the glue.
+    #[must_use]
+    pub(crate) fn poll_event(&mut self) -> Option<Event<W>> {
+        self.events.pop_front()
+    }
+
+    /// Moves every queued frame into `buf` (coalesced, in order). Returns whether any were.
+    #[must_use]
+    pub(crate) fn poll_transmit(&mut self, buf: &mut BytesMut) -> bool {
+        if self.out.is_empty() {
+            return false;
+        }
+        if buf.is_empty() {
+            // No copy: the buffers trade places.
+            mem::swap(buf, &mut self.out);
+        } else {
+            buf.extend_from_slice(&self.out);
+            self.out.clear();
+        }
+        true
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) is next due.
+    #[must_use]
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        let backoff = match self.link {
+            Link::Backoff { until } => Some(until),
+            Link::Dialing | Link::Handshaking(_) | Link::Live | Link::Closed { .. } => None,
+        };
+        match (self.requests.next_deadline(), backoff) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Why the transport being handshaken failed (once; the core then waits for
+    /// [`handle_connect_failed`](Self::handle_connect_failed)).
+    #[must_use]
+    pub(crate) fn take_handshake_failure(&mut self) -> Option<HandshakeFailure> {
+        self.handshake_failure.take()
+    }
+
+    // ---- getters ------------------------------------------------------------------------
+
+    /// Whether a transport is handshaken.
+    pub(crate) fn is_live(&self) -> bool {
+        matches!(self.link, Link::Live)
+    }
+
+    /// Whether the core is finished.
+    pub(crate) fn is_closed(&self) -> bool {
+        matches!(self.link, Link::Closed { .. })
+    }
+
+    /// The server's id, once a handshake succeeded.
+    pub(crate) fn server_id(&self) -> Option<&ServerId> {
+        self.server_id.as_ref()
+    }
+
+    /// Bytes queued for the transport.
+    pub(crate) fn pending_transmit(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Requests on the wire (including cancelled ones whose answer is still due).
+    #[cfg(test)]
+    pub(crate) fn requests_on_wire(&self) -> usize {
+        self.requests.len()
+    }
+
+    // ---- the handshake and the resume plan ------------------------------------------------
+
+    fn has_transport(&self) -> bool {
+        matches!(self.link, Link::Live | Link::Handshaking(_))
+    }
+
+    fn fail_handshake(&mut self, failure: HandshakeFailure) {
+        self.link = Link::Dialing;
+        self.handshake_failure = Some(failure);
+    }
+
+    /// A decode error on the transport.
+    fn fail_transport(&mut self, now: Instant, e: DecodeError) {
+        match self.link {
+            Link::Handshaking(_) => self.fail_handshake(HandshakeFailure::Decode(e)),
+            Link::Live => self.lose(now, e.to_string()),
+            Link::Dialing | Link::Backoff { .. } | Link::Closed { .. } => {}
+        }
+    }
+
+    fn connected(&mut self, now: Instant, server_id: ServerId) {
+        self.link = Link::Live;
+        if self.server_id.is_none() {
+            // Reconnect only to the server first reached.
+            self.expected = Some(server_id.clone());
+            self.server_id = Some(server_id);
+        } else {
+            self.events.push_back(Event::Status(Status::Connected));
+        }
+        self.resume(now);
+        for cmd in mem::take(&mut self.held) {
+            self.run_command(now, cmd);
+        }
+    }
+
+    /// Re-attach and re-subscribe on a fresh transport, noting the requests that must be
+    /// answered before it can count as healthy.
+    fn resume(&mut self, now: Instant) {
+        self.resuming.clear();
+        self.resumed_at = None;
+        if let Some(session_id) = self.desired_session.clone() {
+            let number = self.numbers.next();
+            let call = attach_call(&session_id);
+            let purpose = Purpose::Attach {
+                session_id,
+                waiter: None,
+            };
+            if self
+                .send_request(number, self.server_target(), call, purpose, None)
+                .is_ok()
+            {
+                self.resuming.insert(number);
+            }
+        }
+        self.subs.end_orphaned(self.desired_session.as_ref());
+        for key in self.subs.keys_to_resume(self.desired_session.is_some()) {
+            if let Some(number) = self.start_subscription(key) {
+                self.resuming.insert(number);
+            }
+        }
+        if self.resuming.is_empty() {
+            self.resumed_at = Some(now);
+        }
+    }
+
+    /// A response arrived for `number`: if it was the last resume request, the healthy
+    /// clock starts.
+    fn resume_answered(&mut self, now: Instant, number: u64) {
+        if self.resuming.remove(&number) && self.resuming.is_empty() {
+            self.resumed_at = Some(now);
+        }
+    }
+
+    // ---- commands -----------------------------------------------------------------------
+
+    fn hold(&mut self, cmd: Command<W>) {
+        match cmd {
+            Command::Request {
+                number,
+                deadline: Some(at),
+                ..
+            } => {
+                self.requests.watch_deadline(number, at);
+                self.held.push_back(cmd);
+            }
+            Command::Cancel(number) => {
+                if let Some(Command::Request { deadline, .. }) = self.take_held_request(number) {
+                    self.requests.forget_deadline(number, deadline);
+                }
+            }
+            Command::Unsubscribe(key) => {
+                let before = self.held.len();
+                self.held
+                    .retain(|c| !matches!(c, Command::Subscribe(s) if s.key() == key));
+                if self.held.len() == before {
+                    // Not on the wire while there is no transport: nothing to send.
+                    let _ = self.subs.remove(key);
+                }
+            }
+            Command::Request { .. }
+            | Command::Attach { .. }
+            | Command::Detach { .. }
+            | Command::Subscribe(_) => self.held.push_back(cmd),
+        }
+    }
+
+    fn take_held_request(&mut self, number: u64) -> Option<Command<W>> {
+        let at = self
+            .held
+            .iter()
+            .position(|c| matches!(c, Command::Request { number: n, .. } if *n == number))?;
+        self.held.remove(at)
+    }
+
+    fn run_command(&mut self, now: Instant, cmd: Command<W>) {
+        match cmd {
+            Command::Request {
+                number,
+                target,
+                call,
+                deadline,
+                waiter,
+            } => {
+                // Past its deadline while it waited for a transport.
+                if deadline.is_some_and(|at| at <= now) {
+                    self.requests.forget_deadline(number, deadline);
+                    self.complete(waiter, Completion::Reply(Err(RequestError::TimedOut)));
+                    return;
+                }
+                let target = match self.resolve(&target) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        self.requests.forget_deadline(number, deadline);
+                        self.complete(waiter, Completion::Reply(Err(e)));
+                        return;
+                    }
+                };
+                let purpose = Purpose::User { waiter };
+                if let Err((e, purpose)) =
+                    self.send_request(number, target, call, purpose, deadline)
+                {
+                    self.requests.forget_deadline(number, deadline);
+                    self.fail_purpose(purpose, e);
+                }
+            }
+            Command::Attach { session_id, waiter } => {
+                let number = self.numbers.next();
+                let call = attach_call(&session_id);
+                let purpose = Purpose::Attach {
+                    session_id,
+                    waiter: Some(waiter),
+                };
+                if let Err((e, purpose)) =
+                    self.send_request(number, self.server_target(), call, purpose, None)
+                {
+                    self.fail_purpose(purpose, e);
+                }
+            }
+            Command::Detach { waiter } => {
+                self.desired_session = None;
+                let number = self.numbers.next();
+                let call =
+                    ServiceCall::new(SESSION_MANAGEMENT_SERVICE, "detach", Vec::new()).into_value();
+                let purpose = Purpose::Detach { waiter };
+                if let Err((e, purpose)) =
+                    self.send_request(number, self.server_target(), call, purpose, None)
+                {
+                    self.fail_purpose(purpose, e);
+                }
+            }
+            Command::Subscribe(cmd) => {
+                let key = self.subs.insert(cmd);
+                let _ = self.start_subscription(key);
+            }
+            Command::Cancel(number) => {
+                if let Some(Sent { target, .. }) = self.requests.abandon(number) {
+                    self.send_cancel(number, target);
+                }
+            }
+            Command::Unsubscribe(key) => {
+                if let Some((wire_id, target)) = self.subs.remove(key) {
+                    self.send_internal(target, ControlCall::unsubscribe(wire_id.as_str()));
+                }
+            }
+        }
+    }
+
+    /// The closed core refuses a command: nothing of it was sent.
+    fn reject(&mut self, cmd: Command<W>, reason: &str) {
+        let err = || RequestError::NotSent(reason.to_owned());
+        match cmd {
+            Command::Request { waiter, .. } | Command::Detach { waiter } => {
+                self.complete(waiter, Completion::Reply(Err(err())));
+            }
+            Command::Attach { waiter, .. } => {
+                self.complete(waiter, Completion::Attached(Err(err())));
+            }
+            Command::Subscribe(cmd) => cmd.reject(err()),
+            Command::Cancel(_) | Command::Unsubscribe(_) => {}
+        }
+    }
+
+    /// Request `number`'s deadline passed.
+    fn expire(&mut self, number: u64) {
+        if let Some(Sent {
+            purpose, target, ..
+        }) = self.requests.abandon(number)
+        {
+            // Its answer may still come: it is ignored, and the server is asked to stop.
+            self.send_cancel(number, target);
+            self.fail_purpose(purpose, RequestError::TimedOut);
+        } else if let Some(Command::Request { waiter, .. }) = self.take_held_request(number) {
+            self.complete(waiter, Completion::Reply(Err(RequestError::TimedOut)));
+        }
+    }
+
+    // ---- the wire -----------------------------------------------------------------------
+
+    fn server_target(&self) -> Target {
+        // Commands only run on a live transport, which has a server id.
+        Target::Server(
+            self.server_id
+                .clone()
+                .unwrap_or_else(|| unreachable!("a live connection knows its server")),
+        )
+    }
+
+    fn resolve(&self, spec: &TargetSpec) -> Result<Target, RequestError> {
+        match spec {
+            TargetSpec::Explicit(t) => Ok(t.clone()),
+            TargetSpec::Session(session_id) => match &self.attachment {
+                Some(a) if &a.session_id == session_id => Ok(Target::Session(a.clone())),
+                _ => Err(RequestError::NotAttached(session_id.to_string())),
+            },
+        }
+    }
+
+    /// Writes a request and records what its response is for. On failure nothing was
+    /// written and the purpose comes back (the caller answers its waiter).
+    fn send_request(
+        &mut self,
+        number: u64,
+        target: Target,
+        call: Value,
+        purpose: Purpose<W>,
+        deadline: Option<Instant>,
+    ) -> Result<(), (RequestError, Purpose<W>)> {
+        let msg = ClientMessage::Request(Request {
+            id: request_id(number),
+            target,
+            call,
+        });
+        if let Err(e) = encode_frame_into(&msg, self.max_frame_length, &mut self.out) {
+            return Err((RequestError::Encode(e), purpose));
+        }
+        // The target goes into the table, not a copy of it.
+        let ClientMessage::Request(Request { target, .. }) = msg else {
+            unreachable!("built as a request above")
+        };
+        self.requests.insert(number, purpose, target, deadline);
+        Ok(())
+    }
+
+    /// A request whose answer does not matter.
+    fn send_internal(&mut self, target: Target, call: ControlCall) {
+        let number = self.numbers.next();
+        let _ = self.send_request(number, target, call.to_value(), Purpose::Internal, None);
+    }
+
+    fn send_cancel(&mut self, number: u64, target: Target) {
+        let msg = ClientMessage::Cancel(Cancel {
+            id: request_id(number),
+            target,
+        });
+        // Its id and target encoded in the request, so this encodes too.
+        let _ = encode_frame_into(&msg, self.max_frame_length, &mut self.out);
+    }
+
+    /// Sends (or re-sends) the subscribe request for `key` under a fresh subscription id,
+    /// returning the request's number if it was sent.
+    fn start_subscription(&mut self, key: u64) -> Option<u64> {
+        let (spec, service_id, mode) = self.subs.request_parts(key)?;
+        let target = match self.resolve(&spec) {
+            Ok(t) => t,
+            Err(e) => {
+                self.subs.fail(key, e);
+                return None;
+            }
+        };
+        let n = self.next_subscription;
+        self.next_subscription += 1;
+        let wire_id = Id::new(format!("service-{n}")).unwrap_or_else(|_| unreachable!("non-empty"));
+        let call = ControlCall::subscribe(wire_id.as_str(), service_id, mode).to_value();
+        self.subs.begin(key, wire_id, target.clone());
+        let number = self.numbers.next();
+        match self.send_request(number, target, call, Purpose::Subscribe { key }, None) {
+            Ok(()) => Some(number),
+            Err((e, _)) => {
+                self.subs.fail(key, e);
+                None
+            }
+        }
+    }
+
+    // ---- what the server sent -----------------------------------------------------------
+
+    fn handle_live_frame(&mut self, now: Instant, frame: ServerFrame) {
+        match frame {
+            ServerFrame::Update(update) => {
+                let resync = self.subs.on_update(&update.subscription_id, update.update);
+                self.handle_resync(now, resync);
+            }
+            ServerFrame::Message(msg) => self.handle_message(now, msg),
+        }
+    }
+
+    fn handle_message(&mut self, now: Instant, msg: ServerMessage) {
+        match msg {
+            ServerMessage::Hello { .. } | ServerMessage::HelloError(_) => {
+                self.lose(now, "Unexpected handshake message".to_owned());
+            }
+            ServerMessage::Attachment(attachment) => self.handle_attachment(now, attachment),
+            ServerMessage::ServiceUpdate(update) => {
+                // The frame codec hands updates over encoded; this form only arises if a
+                // decoded message is fed in, so re-encode it (values from the wire always do).
+                let limits =
+                    baton_protocol::limits::CborLimits::for_frame_length(self.max_frame_length);
+                match baton_protocol::cbor::to_vec(&update.update, &limits) {
+                    Ok(bytes) => {
+                        let resync = self
+                            .subs
+                            .on_update(&update.subscription_id, Bytes::from(bytes));
+                        self.handle_resync(now, resync);
+                    }
+                    Err(e) => self.lose(now, format!("invalid service update: {e}")),
+                }
+            }
+            ServerMessage::Response(response) => {
+                let result = match response.outcome {
+                    Outcome::Void => Ok(Reply::Void),
+                    Outcome::Value(v) => Ok(Reply::Value(v)),
+                    Outcome::Error(e) => Err(RequestError::Server(e)),
+                };
+                let slot = request_number(&response.id)
+                    .and_then(|number| Some((number, self.requests.take(number)?)));
+                match slot {
+                    Some((number, Slot::Sent(sent))) => {
+                        // After `answer`, which may send more resume requests (the session's
+                        // subscriptions once the re-attach is answered).
+                        self.answer(now, sent.purpose, result);
+                        self.resume_answered(now, number);
+                    }
+                    Some((_, Slot::Abandoned)) => {}
+                    None => self.lose(now, "Response has no matching request".to_owned()),
+                }
+            }
+        }
+    }
+
+    fn handle_attachment(&mut self, now: Instant, attachment: Option<SessionTarget>) {
+        if attachment
+            .as_ref()
+            .is_some_and(|a| Some(&a.server_id) != self.server_id.as_ref())
+        {
+            self.lose(
+                now,
+                "Attachment update belongs to another server".to_owned(),
+            );
+            return;
+        }
+        if attachment.is_none() {
+            // The server ended our attachment (detach, session terminated or removed).
+            self.desired_session = None;
+        }
+        // Session subscriptions made through any other attachment are gone with it.
+        let detaching = self.requests.detaching();
+        self.subs.attachment_changed(attachment.as_ref(), detaching);
+        self.set_attachment(attachment);
+    }
+
+    fn set_attachment(&mut self, attachment: Option<SessionTarget>) {
+        if self.attachment != attachment {
+            self.attachment.clone_from(&attachment);
+            self.events.push_back(Event::Attachment(attachment));
+        }
+    }
+
+    /// A response for a request this connection sent.
+    fn answer(&mut self, now: Instant, purpose: Purpose<W>, result: Result<Reply, RequestError>) {
+        match purpose {
+            Purpose::User { waiter } | Purpose::Detach { waiter } => {
+                self.complete(waiter, Completion::Reply(result));
+            }
+            Purpose::Attach { session_id, waiter } => {
+                let outcome = match result {
+                    // The attachment frame precedes the response, and names the session id
+                    // the server resolved (the caller may have given a prefix or alias), so
+                    // the attachment now is the one this attach made (or kept).
+                    Ok(_) => self
+                        .attachment
+                        .clone()
+                        .ok_or_else(|| RequestError::NotAttached(session_id.to_string())),
+                    Err(e) => Err(e),
+                };
+                if let Ok(attached) = &outcome {
+                    // Re-attach after a reconnect by the canonical id.
+                    self.desired_session = Some(attached.session_id.clone());
+                }
+                match waiter {
+                    Some(waiter) => self.complete(waiter, Completion::Attached(outcome)),
+                    // The re-attach after a reconnect: the session's subscriptions follow.
+                    None => match outcome {
+                        Ok(_) => {
+                            for key in self.subs.keys_waiting_for_session() {
+                                if let Some(number) = self.start_subscription(key) {
+                                    self.resuming.insert(number);
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            warn!(error = %e, "re-attach after reconnect failed");
+                            self.desired_session = None;
+                            self.subs.fail_waiting_for_session(&e);
+                        }
+                    },
+                }
+            }
+            Purpose::Subscribe { key } => {
+                let resync = self.subs.on_response(key, result);
+                self.handle_resync(now, resync);
+            }
+            Purpose::Internal => {}
+        }
+    }
+
+    /// Re-subscribes every subscription whose replica lost sync (gap, overflow); an
+    /// undecodable snapshot or update fails the transport.
+    fn handle_resync(&mut self, now: Instant, resync: Resync) {
+        match resync {
+            Ok(keys) => {
+                for key in keys {
+                    if let Some((old_id, target)) = self.subs.detach_wire(key) {
+                        self.send_internal(target, ControlCall::unsubscribe(old_id.as_str()));
+                    }
+                    let _ = self.start_subscription(key);
+                }
+            }
+            Err(reason) => self.lose(now, reason),
+        }
+    }
+
+    fn complete(&mut self, waiter: W, completion: Completion) {
+        self.events
+            .push_back(Event::Complete { waiter, completion });
+    }
+
+    fn fail_purpose(&mut self, purpose: Purpose<W>, err: RequestError) {
+        match purpose {
+            Purpose::User { waiter } | Purpose::Detach { waiter } => {
+                self.complete(waiter, Completion::Reply(Err(err)));
+            }
+            Purpose::Attach {
+                waiter: Some(waiter),
+                ..
+            } => self.complete(waiter, Completion::Attached(Err(err))),
+            Purpose::Subscribe { key } => self.subs.fail(key, err),
+            Purpose::Attach { waiter: None, .. } | Purpose::Internal => {}
+        }
+    }
+
+    // ---- losing a transport -------------------------------------------------------------
+
+    /// The core gives up on the live transport (the server broke the protocol).
+    fn lose(&mut self, now: Instant, reason: String) {
+        if matches!(self.link, Link::Live) {
+            self.events.push_back(Event::Disconnect);
+            self.connection_lost(now, reason);
+        }
+    }
+
+    /// The live transport is gone: what was sent on it may have run.
+    fn connection_lost(&mut self, now: Instant, reason: String) {
+        debug!(%reason, "connection lost");
+        self.link = Link::Dialing;
+        self.out.clear();
+        // Whatever the lost transport left unread goes with it.
+        self.codec = ServerFrameDecoder::new(self.max_frame_length);
+        self.fail_sent(&reason);
+        self.resuming.clear();
+        self.set_attachment(None);
+        self.subs.connection_lost(&reason);
+        let Some(policy) = &self.reconnect else {
+            self.finish(reason);
+            return;
+        };
+        // The backoff starts over only after a healthy connection; a server that drops every
+        // connection right after the handshake keeps the delays growing.
+        let healthy_after = policy.healthy_after;
+        if self
+            .resumed_at
+            .take()
+            .is_some_and(|at| now.saturating_duration_since(at) >= healthy_after)
+        {
+            self.attempt = 0;
+        } else {
+            debug!(
+                attempt = self.attempt,
+                "connection lost before it was healthy; backoff continues"
+            );
+        }
+        self.schedule_attempt(now, reason);
+    }
+
+    /// The next reconnect attempt, or giving up.
+    fn schedule_attempt(&mut self, now: Instant, last: String) {
+        let Some(policy) = self.reconnect.clone() else {
+            self.finish(last);
+            return;
+        };
+        let attempt = self.attempt;
+        if policy.max_attempts.is_some_and(|max| attempt >= max) {
+            self.finish(format!(
+                "gave up reconnecting after {attempt} attempts: {last}"
+            ));
+            return;
+        }
+        self.events.push_back(Event::Status(Status::Reconnecting {
+            attempt: attempt + 1,
+            reason: last,
+        }));
+        let delay = policy.delay(attempt, self.jitter());
+        self.attempt = attempt.saturating_add(1);
+        self.link = Link::Backoff { until: now + delay };
+    }
+
+    /// Every request on the wire fails: its outcome is unknown.
+    fn fail_sent(&mut self, reason: &str) {
+        for sent in self.requests.drain() {
+            self.fail_purpose(
+                sent.purpose,
+                RequestError::OutcomeUnknown(reason.to_owned()),
+            );
+        }
+    }
+
+    /// Finished for good.
+    fn finish(&mut self, reason: String) {
+        self.link = Link::Closed {
+            reason: reason.clone(),
+        };
+        self.out.clear();
+        self.fail_sent(&reason);
+        for cmd in mem::take(&mut self.held) {
+            if let Command::Request {
+                number, deadline, ..
+            } = &cmd
+            {
+                self.requests.forget_deadline(*number, *deadline);
+            }
+            self.reject(cmd, &reason);
+        }
+        self.set_attachment(None);
+        self.subs.close(&reason);
+        self.events
+            .push_back(Event::Status(Status::Closed { reason }));
+    }
+
+    /// A number in `[0, 1)` for backoff jitter (xorshift; quality is irrelevant here).
+    fn jitter(&mut self) -> f64 {
+        let mut x = self.jitter_state;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.jitter_state = x;
+        #[expect(clippy::cast_precision_loss, reason = "jitter only needs 53 bits")]
+        let f = (x >> 11) as f64 / (1u64 << 53) as f64;
+        f
+    }
+}
+
+fn attach_call(session_id: &Id) -> Value {
+    ServiceCall::new(
+        SESSION_MANAGEMENT_SERVICE,
+        "attach",
+        vec![Value::from(session_id.as_str())],
+    )
+    .into_value()
+}
