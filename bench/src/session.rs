@@ -12,12 +12,16 @@
 //! measured by the provider itself, from its first token to its last (median over the
 //! replies): everything the token causes — the transcript append, the ops, the server, the
 //! subscriber's replica. CPU per model call is the rest of a reply's cost: recording the
-//! prompt, projecting the context for the model, settling the reply. Resident bytes per session are the RSS growth while the session is built and
+//! prompt, taking the context for the model, settling the reply; it is a difference of two
+//! large figures, so noisy. CPU up to the model call is measured directly, from just before
+//! the client sends the prompt to the provider's `stream` call (median over the replies):
+//! the request, recording the prompt and taking the projected context, without the
+//! streaming. Resident bytes per session are the RSS growth while the session is built and
 //! attached, next to the growth for building the same messages once as a plain
 //! `Vec<AgentMessage>` ("one copy").
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use baton_client::{Client, ClientConfig, Endpoint};
@@ -47,6 +51,8 @@ pub struct SessionFigures {
     pub ns_per_token: f64,
     /// CPU per reply beyond its streaming (the model call's setup and settling), µs.
     pub us_per_call: f64,
+    /// CPU from sending the prompt to the provider's `stream` call, µs (median).
+    pub us_to_call: f64,
     /// CPU per token of the long replies, all costs included, ns.
     pub ns_per_token_all_in: f64,
     /// RSS growth for the session (built, opened, attached, subscribed), bytes.
@@ -129,6 +135,7 @@ async fn one(
     std::fs::create_dir_all(dir)?;
     let reply_tokens = Arc::new(AtomicUsize::new(tokens.0));
     let streamed: Arc<Mutex<Vec<f64>>> = Arc::default();
+    let calls = Arc::new(CallTimer::default());
     let mut models = ModelRegistry::scripted(ScriptedConfig::default());
     models.register(
         ModelInfo {
@@ -139,6 +146,7 @@ async fn one(
         Arc::new(BenchProvider {
             tokens: Arc::clone(&reply_tokens),
             streamed: Arc::clone(&streamed),
+            calls: Arc::clone(&calls),
         }),
     );
     let mut config = HostConfig::new(dir.join("sessions"));
@@ -191,6 +199,7 @@ async fn one(
     let rss2 = rss_bytes();
 
     let prompt = || {
+        calls.prompted();
         session
             .request(ServiceCall::new("pi.session", "prompt", vec![Value::from("go")]).into_value())
     };
@@ -212,6 +221,8 @@ async fn one(
     let per_token = median(&long);
     // Per call: what a reply costs beyond its streaming.
     let per_call = cpu[1] - per_token * tokens.1 as f64;
+    let to_call = std::mem::take(&mut *calls.samples.lock().map_err(|_| "poisoned")?);
+    let to_call = median(to_call.get(1..).unwrap_or_default()); // without the warm-up prompt
     drop(reference);
     client.close().await;
     host.begin_shutdown();
@@ -221,6 +232,7 @@ async fn one(
         items,
         ns_per_token: per_token,
         us_per_call: per_call / 1e3,
+        us_to_call: to_call / 1e3,
         ns_per_token_all_in: cpu[1] / tokens.1 as f64,
         session_bytes: rss2.saturating_sub(rss1) as f64,
         one_copy_bytes: rss1.saturating_sub(rss0) as f64,
@@ -239,12 +251,35 @@ fn cpu_ns() -> f64 {
         .sum()
 }
 
+/// CPU from a prompt's send to its model call.
+#[derive(Debug, Default)]
+struct CallTimer {
+    /// `cpu_ns()` when the last prompt was sent (`f64` bits).
+    sent: AtomicU64,
+    /// One sample per model call, ns.
+    samples: Mutex<Vec<f64>>,
+}
+
+impl CallTimer {
+    fn prompted(&self) {
+        self.sent.store(cpu_ns().to_bits(), Ordering::Relaxed);
+    }
+
+    fn called(&self) {
+        let spent = cpu_ns() - f64::from_bits(self.sent.load(Ordering::Relaxed));
+        if let Ok(mut s) = self.samples.lock() {
+            s.push(spent);
+        }
+    }
+}
+
 /// Streams `tokens` one-word text deltas, whatever the request, and records the CPU the
-/// process spent per token while it streamed.
+/// process spent per token while it streamed, and up to the call.
 #[derive(Debug)]
 struct BenchProvider {
     tokens: Arc<AtomicUsize>,
     streamed: Arc<Mutex<Vec<f64>>>,
+    calls: Arc<CallTimer>,
 }
 
 impl Provider for BenchProvider {
@@ -259,6 +294,7 @@ impl Provider for BenchProvider {
         _request: ModelRequest,
         _cancel: CancellationToken,
     ) -> Box<dyn ProviderStream> {
+        self.calls.called();
         let tokens = self.tokens.load(Ordering::Relaxed);
         Box::new(BenchStream {
             left: tokens,
