@@ -304,8 +304,8 @@ struct Sub {
 }
 
 impl Sub {
-    /// Queues an event without ever blocking the driver. The last free slot is kept for a
-    /// `Lagged` marker, so a consumer that falls behind always learns it, in order, right
+    /// Queues an event without ever blocking the connection task. The last free slot is kept
+    /// for a `Lagged` marker, so a consumer that falls behind always learns it, in order, right
     /// after the last event it did get.
     fn emit(&mut self, event: SubscriptionEvent) {
         if self.events.is_closed() {

@@ -970,13 +970,16 @@ impl<W> ClientConn<W> {
         self.link = Link::Backoff { until: now + delay };
     }
 
-    /// Every request on the wire fails: its outcome is unknown.
+    /// Every caller's request on the wire fails: its outcome is unknown. Subscribes are left
+    /// to the subscriptions (a first one still waiting is re-sent on the next transport).
     fn fail_sent(&mut self, reason: &str) {
         for sent in self.requests.drain() {
-            self.fail_purpose(
-                sent.purpose,
-                RequestError::OutcomeUnknown(reason.to_owned()),
-            );
+            match sent.purpose {
+                Purpose::Subscribe { .. } => {}
+                purpose => {
+                    self.fail_purpose(purpose, RequestError::OutcomeUnknown(reason.to_owned()));
+                }
+            }
         }
     }
 

@@ -837,6 +837,22 @@ fn a_lost_connection_plans_the_re_attach_then_the_session_re_subscribe() {
 }
 
 #[test]
+fn a_first_subscribe_cut_short_by_a_lost_connection_is_sent_again_on_the_next() {
+    let mut pair = Pair::live(Some(policy()));
+    let (mut parts, _unanswered, first) =
+        pair.subscribe(1, TargetSpec::Explicit(Target::Server(server_id())));
+    pair.conn.handle_lost(pair.now, "gone".to_owned());
+    assert!(parts.ready.try_recv().is_err(), "still waiting, not failed");
+    pair.advance(Duration::from_millis(100));
+    pair.open_and_greet();
+    let again = pair.recv_request();
+    assert_ne!(subscribe_id(&again), first);
+    pair.respond(&again.id, Outcome::Value(snapshot(3, r#"{"revision":3}"#)));
+    assert!(matches!(parts.ready.try_recv(), Ok(Ok(()))));
+    assert_eq!(state_of(&parts), Some(json(r#"{"revision":3}"#)));
+}
+
+#[test]
 fn a_failed_re_attach_ends_the_sessions_subscriptions() {
     let mut pair = Pair::live(Some(policy()));
     pair.attach("attachment-1");
