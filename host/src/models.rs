@@ -1,9 +1,11 @@
-//! The models a host offers (`pi.models`): model references mapped to providers.
+//! The models a host offers (`pi.models`): model references mapped to providers, with what
+//! is known about each model (limits, prices, reasoning) from the models file.
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::provider::config::ModelCost;
 use crate::provider::scripted::{MODEL_ID, PROVIDER_ID, ScriptedConfig, ScriptedProvider};
 use crate::provider::{ModelRef, Provider};
 
@@ -25,10 +27,32 @@ impl ModelInfo {
     }
 }
 
+/// What is known about a model beyond its name; every field may be unknown.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ModelMeta {
+    /// API family (`openai-completions`, `anthropic-messages`, `scripted`).
+    pub api: Option<String>,
+    /// Context window in tokens.
+    pub context_window: Option<u64>,
+    /// Most output tokens per response.
+    pub max_output: Option<u64>,
+    /// Whether the model reasons.
+    pub reasoning: Option<bool>,
+    /// Prices per million tokens.
+    pub cost: Option<ModelCost>,
+}
+
 /// Registered models, in registration order.
 #[derive(Debug, Clone, Default)]
 pub struct ModelRegistry {
-    entries: Vec<(ModelInfo, Arc<dyn Provider>)>,
+    entries: Vec<Entry>,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    info: ModelInfo,
+    meta: ModelMeta,
+    provider: Arc<dyn Provider>,
 }
 
 impl ModelRegistry {
@@ -40,40 +64,72 @@ impl ModelRegistry {
     /// Only the embedded scripted model.
     pub fn scripted(config: ScriptedConfig) -> Self {
         let mut r = Self::new();
-        r.register(
+        r.register_with_meta(
             ModelInfo {
                 provider: PROVIDER_ID.into(),
                 id: MODEL_ID.into(),
                 name: "Scripted (offline demo)".into(),
+            },
+            ModelMeta {
+                api: Some(PROVIDER_ID.into()),
+                reasoning: Some(true),
+                ..ModelMeta::default()
             },
             Arc::new(ScriptedProvider::new(config)),
         );
         r
     }
 
-    /// Adds a model served by `provider` (a later registration of the same reference is
-    /// ignored).
+    /// Adds a model served by `provider`, with nothing known about it beyond its API (a
+    /// later registration of the same reference is ignored).
     pub fn register(&mut self, info: ModelInfo, provider: Arc<dyn Provider>) {
+        let meta = ModelMeta {
+            api: Some(provider.api().to_owned()),
+            ..ModelMeta::default()
+        };
+        self.register_with_meta(info, meta, provider);
+    }
+
+    /// Adds a model with its metadata (a later registration of the same reference is
+    /// ignored).
+    pub fn register_with_meta(
+        &mut self,
+        info: ModelInfo,
+        meta: ModelMeta,
+        provider: Arc<dyn Provider>,
+    ) {
         if self.resolve(&info.model_ref()).is_none() {
-            self.entries.push((info, provider));
+            self.entries.push(Entry {
+                info,
+                meta,
+                provider,
+            });
         }
+    }
+
+    fn entry(&self, model: &ModelRef) -> Option<&Entry> {
+        self.entries
+            .iter()
+            .find(|e| e.info.provider == model.provider && e.info.id == model.id)
     }
 
     /// The provider for `model`.
     pub fn resolve(&self, model: &ModelRef) -> Option<Arc<dyn Provider>> {
-        self.entries
-            .iter()
-            .find(|(info, _)| info.provider == model.provider && info.id == model.id)
-            .map(|(_, p)| Arc::clone(p))
+        self.entry(model).map(|e| Arc::clone(&e.provider))
+    }
+
+    /// What is known about `model`.
+    pub fn meta(&self, model: &ModelRef) -> Option<&ModelMeta> {
+        self.entry(model).map(|e| &e.meta)
     }
 
     /// Every model.
     pub fn list(&self) -> Vec<ModelInfo> {
-        self.entries.iter().map(|(info, _)| info.clone()).collect()
+        self.entries.iter().map(|e| e.info.clone()).collect()
     }
 
     /// The first registered model (the host default).
     pub fn first(&self) -> Option<ModelRef> {
-        self.entries.first().map(|(info, _)| info.model_ref())
+        self.entries.first().map(|e| e.info.model_ref())
     }
 }

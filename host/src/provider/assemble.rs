@@ -53,6 +53,9 @@ enum End {
 pub struct AssistantBuilder {
     message: AssistantMessage,
     end: End,
+    /// The last block was closed by [`ProviderEvent::BlockEnd`] (or is a redacted one).
+    closed: bool,
+    raw_stop_reason: Option<String>,
 }
 
 impl AssistantBuilder {
@@ -73,6 +76,8 @@ impl AssistantBuilder {
                 timestamp,
             },
             end: End::Open,
+            closed: false,
+            raw_stop_reason: None,
         }
     }
 
@@ -93,9 +98,10 @@ impl AssistantBuilder {
         }
         let content = &mut self.message.content;
         let mut updates = Vec::new();
+        let closed = std::mem::replace(&mut self.closed, false);
         match event {
             ProviderEvent::TextDelta(delta) => {
-                if !matches!(content.last(), Some(AssistantContent::Text(_))) {
+                if closed || !matches!(content.last(), Some(AssistantContent::Text(_))) {
                     content.push(AssistantContent::Text(TextContent::new("")));
                     updates.push(StreamUpdate::BlockStart {
                         index: content.len() - 1,
@@ -111,7 +117,7 @@ impl AssistantBuilder {
                 }
             }
             ProviderEvent::ThinkingDelta(delta) => {
-                if !matches!(content.last(), Some(AssistantContent::Thinking(_))) {
+                if closed || !matches!(content.last(), Some(AssistantContent::Thinking(_))) {
                     content.push(AssistantContent::Thinking(ThinkingContent::new("")));
                     updates.push(StreamUpdate::BlockStart {
                         index: content.len() - 1,
@@ -130,6 +136,31 @@ impl AssistantBuilder {
                 if let Some(AssistantContent::Thinking(t)) = content.last_mut() {
                     t.thinking_signature = Some(sig);
                 }
+                self.closed = closed;
+            }
+            ProviderEvent::TextSignature(sig) => {
+                if let Some(AssistantContent::Text(t)) = content.last_mut() {
+                    t.text_signature = Some(sig);
+                }
+                self.closed = closed;
+            }
+            ProviderEvent::RedactedThinking(data) => {
+                let mut block = ThinkingContent::new("");
+                block.thinking_signature = Some(data);
+                block.redacted = Some(true);
+                let block = AssistantContent::Thinking(block);
+                content.push(block.clone());
+                updates.push(StreamUpdate::BlockStart {
+                    index: content.len() - 1,
+                    block,
+                });
+                // Nothing may be appended to a redacted block.
+                self.closed = true;
+            }
+            ProviderEvent::BlockEnd => self.closed = true,
+            ProviderEvent::RawStopReason(raw) => {
+                self.raw_stop_reason = Some(raw);
+                self.closed = closed;
             }
             ProviderEvent::ToolCall(call) => {
                 let block = AssistantContent::ToolCall(call);
@@ -139,7 +170,10 @@ impl AssistantBuilder {
                     block,
                 });
             }
-            ProviderEvent::Usage(usage) => self.message.usage = usage,
+            ProviderEvent::Usage(usage) => {
+                self.message.usage = usage;
+                self.closed = closed;
+            }
             ProviderEvent::Metadata {
                 response_id,
                 response_model,
@@ -150,6 +184,7 @@ impl AssistantBuilder {
                 if response_model.is_some() {
                     self.message.response_model = response_model;
                 }
+                self.closed = closed;
             }
             ProviderEvent::Done {
                 stop_reason,
@@ -182,6 +217,7 @@ impl AssistantBuilder {
             (false, End::Error(message)) => {
                 m.stop_reason = StopReason::Error;
                 m.error_message = Some(message);
+                m.raw_stop_reason = self.raw_stop_reason;
             }
             (false, End::Done { stop, raw }) => {
                 // Some servers say `stop` while returning tool calls.
@@ -267,6 +303,54 @@ mod tests {
         )));
         b.apply(done(StopReason::Stop));
         assert_eq!(b.finish(false).stop_reason, StopReason::ToolUse);
+    }
+
+    #[test]
+    fn block_end_separates_blocks_of_the_same_kind_and_redacted_blocks_stay_empty() {
+        let mut b = AssistantBuilder::new("a", "p", "m", 1);
+        for ev in [
+            ProviderEvent::ThinkingDelta("one".into()),
+            ProviderEvent::ThinkingSignature("s1".into()),
+            ProviderEvent::BlockEnd,
+            ProviderEvent::RedactedThinking("opaque".into()),
+            ProviderEvent::ThinkingDelta("two".into()),
+            ProviderEvent::BlockEnd,
+            ProviderEvent::TextDelta("a".into()),
+            ProviderEvent::TextSignature("ts".into()),
+            ProviderEvent::BlockEnd,
+            ProviderEvent::TextDelta("b".into()),
+            done(StopReason::Stop),
+        ] {
+            b.apply(ev);
+        }
+        let m = b.finish(false);
+        let AssistantContent::Thinking(first) = &m.content[0] else {
+            panic!("{m:?}")
+        };
+        assert_eq!(
+            (first.thinking.as_str(), first.thinking_signature.as_deref()),
+            ("one", Some("s1"))
+        );
+        let AssistantContent::Thinking(redacted) = &m.content[1] else {
+            panic!("{m:?}")
+        };
+        assert_eq!(redacted.redacted, Some(true));
+        assert_eq!(redacted.thinking, "");
+        assert_eq!(redacted.thinking_signature.as_deref(), Some("opaque"));
+        assert!(matches!(&m.content[2], AssistantContent::Thinking(t) if t.thinking == "two"));
+        assert!(matches!(&m.content[3], AssistantContent::Text(t)
+            if t.text == "a" && t.text_signature.as_deref() == Some("ts")));
+        assert!(matches!(&m.content[4], AssistantContent::Text(t) if t.text == "b"));
+    }
+
+    #[test]
+    fn an_error_keeps_the_raw_stop_reason_it_was_given() {
+        let mut b = AssistantBuilder::new("a", "p", "m", 1);
+        b.apply(ProviderEvent::RawStopReason("refusal".into()));
+        b.apply(ProviderEvent::Error("declined".into()));
+        let m = b.finish(false);
+        assert_eq!(m.stop_reason, StopReason::Error);
+        assert_eq!(m.raw_stop_reason.as_deref(), Some("refusal"));
     }
 
     #[test]

@@ -8,11 +8,24 @@
 //! natural backpressure and needs no background task; dropping it cancels the request.
 //!
 //! * [`scripted`]: the embedded, deterministic, offline default.
-//! * [`openai`]: OpenAI-compatible chat completions over plain HTTP with SSE streaming.
+//! * [`openai`]: OpenAI-compatible Chat Completions (OpenAI, vLLM, llama.cpp, Ollama).
+//! * [`anthropic`]: Anthropic Messages.
+//! * [`config`]: [`config::ProviderConfig`] and the models file.
+//! * [`transport`]: the shared HTTPS client (reqwest + rustls), timeouts, endpoint naming.
+//! * [`retry`]: 429/5xx retries before the first token, capped backoff, `Retry-After`.
+//! * `stream`, `sse`, `remote`: the pulled HTTP stream, the SSE parser and the credentials
+//!   rule both network providers share.
 
+pub mod anthropic;
 mod assemble;
+pub mod config;
 pub mod openai;
+mod remote;
+pub mod retry;
 pub mod scripted;
+mod sse;
+mod stream;
+pub mod transport;
 
 use std::fmt;
 
@@ -128,8 +141,19 @@ pub enum ProviderEvent {
     TextDelta(String),
     /// Reasoning to append (a new thinking block starts when the previous block is not one).
     ThinkingDelta(String),
-    /// Opaque signature of the current thinking block.
+    /// Opaque signature of the current thinking block (replaces any earlier one).
     ThinkingSignature(String),
+    /// Opaque signature of the current text block.
+    TextSignature(String),
+    /// A redacted thinking block: no text, its opaque `data` kept as the signature (and
+    /// `redacted: true`), replayed literally.
+    RedactedThinking(String),
+    /// The current block is complete: the next delta starts a new block even if it is of the
+    /// same kind.
+    BlockEnd,
+    /// The provider's own stop reason, for a response that ends in [`ProviderEvent::Error`]
+    /// (e.g. a refusal); `Done` carries its own.
+    RawStopReason(String),
     /// A complete tool call block.
     ToolCall(ToolCall),
     /// Token usage so far (the last one wins).

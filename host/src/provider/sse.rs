@@ -1,10 +1,16 @@
-//! Incremental server-sent-events parsing (the subset chat-completions streams use).
+//! Incremental, sans-IO server-sent-events parsing (what model APIs stream).
 //!
 //! Lines end in `\n` or `\r\n`; `data:` lines accumulate (joined by `\n`), `event:` names the
-//! event, `:` lines are comments, and a blank line dispatches. Lines are bounded.
+//! event, `:` lines are comments, and a blank line dispatches. Lines and events are bounded.
+//!
+//! Kept in-tree rather than `eventsource-stream`: that crate works on a `futures` stream (this
+//! one is fed byte slices by the pull-based provider stream), buffers without a bound, and
+//! pulls in `nom`; this parser is ~100 lines, bounded, and tested at every split point.
 
 /// Longest line accepted.
 pub(crate) const MAX_LINE: usize = 4 * 1024 * 1024;
+/// Largest event (all its `data:` lines) accepted.
+pub(crate) const MAX_EVENT: usize = 8 * 1024 * 1024;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,9 +21,9 @@ pub(crate) struct SseEvent {
     pub data: String,
 }
 
-/// A line exceeded [`MAX_LINE`].
+/// A line exceeded [`MAX_LINE`] or an event [`MAX_EVENT`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("server-sent event line longer than {MAX_LINE} bytes")]
+#[error("server-sent event larger than {MAX_LINE} bytes per line or {MAX_EVENT} per event")]
 pub(crate) struct LineTooLong;
 
 /// The parser.
@@ -38,6 +44,9 @@ impl SseParser {
             let line = std::mem::take(&mut self.line);
             let line = line.strip_suffix(b"\r").unwrap_or(&line);
             self.line_done(&String::from_utf8_lossy(line), &mut out);
+            if self.data.as_ref().is_some_and(|d| d.len() > MAX_EVENT) {
+                return Err(LineTooLong);
+            }
         }
         self.line.extend_from_slice(input);
         if self.line.len() > MAX_LINE {
@@ -119,6 +128,22 @@ mod tests {
                 "split at {split}"
             );
         }
+    }
+
+    #[test]
+    fn oversized_lines_and_events_are_refused() {
+        let mut p = SseParser::default();
+        assert_eq!(p.push(&vec![b'x'; MAX_LINE + 1]), Err(LineTooLong));
+        let mut p = SseParser::default();
+        let line = format!("data: {}\n", "y".repeat(MAX_LINE - 16));
+        let mut result = Ok(Vec::new());
+        for _ in 0..(MAX_EVENT / MAX_LINE + 1) {
+            result = p.push(line.as_bytes());
+            if result.is_err() {
+                break;
+            }
+        }
+        assert_eq!(result, Err(LineTooLong));
     }
 
     #[test]

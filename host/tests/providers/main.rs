@@ -1,0 +1,7 @@
+//! The network model providers against local fake servers (loopback only, plain HTTP and
+//! HTTPS with a CA made at test start): stream shapes, set-up failures inside the stream,
+//! abort, interruption, `length` mid tool call, retries and their limits, replay.
+
+mod anthropic;
+mod fake;
+mod openai;
