@@ -82,6 +82,10 @@ impl Harness {
         let mut config = HostConfig::new(dir.path().join("sessions"));
         config.default_cwd = dir.path().to_path_buf();
         config.fsync = FsyncPolicy::Never;
+        // These sessions are far past any context window on purpose: they test publishing,
+        // not compaction (tests/session_features/compaction.rs), which would add a summary
+        // after every turn.
+        config.session.compaction.auto = false;
         let manager = SessionManager::new(
             config,
             ModelRegistry::scripted(ScriptedConfig {

@@ -352,7 +352,14 @@ try {
       thinkingLevel: "off",
       transcript: [],
       queuedSteer: [],
+      // services.md: the running turn, the follow-up queue, presence (this client), compaction.
+      turnId: null,
+      followUps: [],
+      attached: initial.attached,
+      compaction: { offered: true, running: false },
     });
+    assert.equal(initial.attached.length, 1);
+    assert.match(initial.attached[0].identity, /^(uid \d+|anonymous)/);
     assert.equal(await session.setThinking("high", CTX), undefined);
     // services.md: the response follows the update describing its effect.
     assert.equal(session.state.value.thinkingLevel, "high");

@@ -4,7 +4,8 @@
 //! * a user message containing ``run `CMD` `` → calls `bash` with `CMD`;
 //! * a user message containing `read PATH` → calls `read` with `PATH`;
 //! * other user text → a short direct answer;
-//! * tool results → an answer quoting the result.
+//! * tool results → an answer quoting the result;
+//! * a compaction's summarisation request → a summary listing what the user asked.
 //!
 //! Every reply starts with a `thinking` block, then streams its text token by token (one
 //! word plus the whitespace after it per delta) with [`ScriptedConfig::token_delay`] between
@@ -198,6 +199,12 @@ fn plan(messages: &ModelContext) -> Plan {
         };
     };
     let prompt = joined_text(&user.content);
+    if let Some(summary) = summary_of(&prompt) {
+        return Plan::Answer {
+            thinking: "This is a summarisation request; I will list what the user asked.".into(),
+            text: summary,
+        };
+    }
     if let Some(cmd) = run_command(&prompt) {
         return Plan::Call {
             thinking: format!("The user asked me to run `{cmd}`, so I will call the bash tool."),
@@ -223,6 +230,27 @@ fn plan(messages: &ModelContext) -> Plan {
             prompt.trim()
         ),
     }
+}
+
+/// A compaction's summarisation request (`crate::session::summary_prompt`) → a
+/// deterministic summary: how many messages it covers and every user line, in order.
+fn summary_of(prompt: &str) -> Option<String> {
+    let body = prompt.strip_prefix(crate::session::SUMMARY_REQUEST_OPENING)?;
+    let body = body.split("\n</conversation>").next().unwrap_or(body);
+    let asked: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("User: "))
+        .map(str::trim)
+        .collect();
+    let blocks = body.split("\n\n").filter(|b| !b.trim().is_empty()).count();
+    Some(format!(
+        "Summary of {blocks} earlier message(s). The user asked: {}.",
+        if asked.is_empty() {
+            "nothing".to_owned()
+        } else {
+            asked.join(" / ")
+        }
+    ))
 }
 
 /// ``run `CMD` `` → `CMD`.

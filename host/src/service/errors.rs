@@ -35,7 +35,10 @@ pub(crate) fn too_many_owned(limit: usize) -> ServiceError {
 /// | runtime | wire |
 /// | --- | --- |
 /// | `Busy` | `busy` / `Session is busy: a turn is running` |
-/// | `SteerQueueFull`, `TooManyCommands` | `busy` |
+/// | `SteerQueueFull`, `TooManyCommands`, `FollowUpQueueFull` | `busy` |
+/// | `TurnEnded`, `UnknownFollowUp`, `CompactionNotOffered`, `NothingToCompact`, `PathRefused` | `invalid_request` |
+/// | `Compaction` (the model's failure) | `internal_error`, with the reason |
+/// | `CompactionAborted` | `cancelled` |
 /// | `UnknownSession` | `session_not_found` |
 /// | `UnknownModel`, `BadCwd`, `NotRunning` | `invalid_request` |
 /// | `Closed` | `server_draining` (the host is shutting down) |
@@ -52,6 +55,28 @@ pub fn service_error(error: SessionError) -> ServiceError {
             path.display()
         )),
         SessionError::NotRunning => invalid("No turn is running to steer"),
+        SessionError::TurnEnded(id) => invalid(format!(
+            "Turn {id} has ended; the steering text was not delivered (send it as a prompt or a follow-up)"
+        )),
+        SessionError::FollowUpQueueFull => busy(format!(
+            "Too many follow-ups are queued (limit {})",
+            crate::session::MAX_QUEUED_FOLLOW_UPS
+        )),
+        SessionError::UnknownFollowUp(id) => invalid(format!(
+            "No queued follow-up {id} (it was already sent or removed)"
+        )),
+        SessionError::CompactionNotOffered => invalid("This session does not offer compaction"),
+        SessionError::NothingToCompact => {
+            invalid("Nothing to compact: the whole context fits in the kept recent tail")
+        }
+        SessionError::Compaction(reason) => ServiceError::from_code(
+            ErrorCode::InternalError,
+            format!("Compaction failed: {reason}"),
+        ),
+        SessionError::PathRefused(why) => invalid(format!("Path completion refused: {why}")),
+        SessionError::CompactionAborted => {
+            ServiceError::from_code(ErrorCode::Cancelled, "Compaction was aborted")
+        }
         SessionError::Closed => ServiceError::server_draining(),
         other => ServiceError::internal(other),
     }
@@ -104,6 +129,25 @@ mod tests {
             Some(ErrorCode::InvalidRequest)
         );
         assert_eq!(code(SessionError::Closed), Some(ErrorCode::ServerDraining));
+        assert_eq!(
+            code(SessionError::TurnEnded("turn-1".into())),
+            Some(ErrorCode::InvalidRequest)
+        );
+        assert_eq!(code(SessionError::FollowUpQueueFull), Some(ErrorCode::Busy));
+        assert_eq!(
+            code(SessionError::UnknownFollowUp("f1".into())),
+            Some(ErrorCode::InvalidRequest)
+        );
+        assert_eq!(
+            code(SessionError::NothingToCompact),
+            Some(ErrorCode::InvalidRequest)
+        );
+        assert_eq!(
+            code(SessionError::CompactionAborted),
+            Some(ErrorCode::Cancelled)
+        );
+        let failed = service_error(SessionError::Compaction("HTTP 500".into()));
+        assert!(failed.to_wire().message.contains("HTTP 500"));
         let internal = service_error(SessionError::Store(crate::session::StoreError::Exists(
             "private".into(),
         )));

@@ -44,6 +44,12 @@ pub(crate) const METHODS: &[&str] = &[
     "bash",
     "listItems",
     "readItem",
+    "followUp",
+    "editFollowUp",
+    "removeFollowUp",
+    "clearFollowUps",
+    "compact",
+    "completePath",
 ];
 /// Its state member.
 pub(crate) const MEMBER: &str = "state";

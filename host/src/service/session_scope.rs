@@ -8,7 +8,7 @@ use baton_protocol::chord::{
 };
 use baton_protocol::{Map, Value};
 use baton_server::chord::{ControlCall, RemoteServiceError, ServiceCall, ServiceMode};
-use baton_server::{CallResult, Context, Publisher, ServiceError, ServiceScope};
+use baton_server::{CallResult, Context, PeerIdentity, Publisher, ServiceError, ServiceScope};
 
 use super::Shared;
 use super::errors::{arity, invalid, service_error, string_arg};
@@ -16,10 +16,15 @@ use super::live::{LiveSession, MEMBER, SERVICE};
 use super::publish::{Owner, SubscriptionIds};
 use super::wire::{count_value, published_item};
 use crate::provider::{ModelRef, ThinkingLevel};
-use crate::session::{MAX_PAGE_ITEMS, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES, MAX_READ_BYTES};
+use crate::session::{
+    MAX_COMPACT_INSTRUCTIONS_BYTES, MAX_PAGE_ITEMS, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES,
+    MAX_READ_BYTES,
+};
 use crate::value::read_string;
 
-/// The `pi.session` methods that change the session (a viewer may call none of them).
+/// The `pi.session` methods that need operator rights (a viewer may call none of them):
+/// every method that changes the session, and `completePath`, which lists the host's files
+/// for composing a prompt only an operator could send.
 const MUTATING: &[&str] = &[
     "prompt",
     "steer",
@@ -27,6 +32,12 @@ const MUTATING: &[&str] = &[
     "setModel",
     "setThinking",
     "bash",
+    "followUp",
+    "editFollowUp",
+    "removeFollowUp",
+    "clearFollowUps",
+    "compact",
+    "completePath",
 ];
 
 /// A connection's lease on a hosted session.
@@ -36,6 +47,9 @@ pub struct SessionLease {
     live: Arc<LiveSession>,
     owner: Owner,
     subscriptions: SubscriptionIds,
+    /// This lease's entry in the session's presence list, made at its first call (the
+    /// first call carries the connection's identity; every client subscribes at once).
+    presence: std::sync::OnceLock<u64>,
 }
 
 impl SessionLease {
@@ -47,6 +61,7 @@ impl SessionLease {
             live,
             owner,
             subscriptions: SubscriptionIds::default(),
+            presence: std::sync::OnceLock::new(),
         }
     }
 
@@ -106,11 +121,85 @@ impl SessionLease {
                 self.prompt(text, ctx).await?
             }
             "steer" => {
-                arity(args, 1, "[text]")?;
+                const USAGE: &str = r#"[text, {"turnId"?}]"#;
+                let turn_id = match args {
+                    [_] => None,
+                    [_, Value::Map(m)] => {
+                        let mut turn_id = None;
+                        for (key, value) in m.iter() {
+                            match (key, value) {
+                                ("turnId", Value::String(id)) => turn_id = Some(id.as_str()),
+                                _ => {
+                                    return Err(invalid(format!(
+                                        "Unknown or invalid steer option {key}"
+                                    )));
+                                }
+                            }
+                        }
+                        turn_id
+                    }
+                    _ => return Err(invalid(format!("Expected arguments {USAGE}"))),
+                };
                 session
-                    .steer(text_arg(args, "Steering")?)
+                    .steer_turn(text_arg(args, "Steering")?, turn_id)
                     .map_err(service_error)?;
                 None
+            }
+            "followUp" => {
+                arity(args, 1, "[text]")?;
+                if self.shared.closing.is_cancelled() {
+                    return Err(ServiceError::server_draining());
+                }
+                let outcome = session
+                    .follow_up(text_arg(args, "Follow-up")?)
+                    .map_err(service_error)?;
+                let mut m = Map::with_capacity(2);
+                m.insert("id", Value::from(outcome.id));
+                m.insert("started", Value::Bool(outcome.started));
+                Some(Value::Map(m))
+            }
+            "editFollowUp" => {
+                const USAGE: &str = "[id, text]";
+                arity(args, 2, USAGE)?;
+                let id = string_arg(args, 0, USAGE)?;
+                let text = string_arg(args, 1, USAGE)?;
+                check_text_len(text, "Follow-up")?;
+                session.edit_follow_up(id, text).map_err(service_error)?;
+                None
+            }
+            "removeFollowUp" => {
+                arity(args, 1, "[id]")?;
+                let id = string_arg(args, 0, "[id]")?;
+                let text = session.remove_follow_up(id).map_err(service_error)?;
+                let mut m = Map::with_capacity(1);
+                m.insert("text", Value::from(text));
+                Some(Value::Map(m))
+            }
+            "clearFollowUps" => {
+                arity(args, 0, "[]")?;
+                let mut m = Map::with_capacity(1);
+                m.insert("removed", count_value(session.clear_follow_ups()));
+                Some(Value::Map(m))
+            }
+            "compact" => Some(self.compact(args, ctx).await?),
+            "completePath" => {
+                arity(args, 1, "[prefix]")?;
+                let prefix = string_arg(args, 0, "[prefix]")?;
+                let found = session.complete_path(prefix).await.map_err(service_error)?;
+                let entries = found
+                    .entries
+                    .into_iter()
+                    .map(|e| {
+                        let mut m = Map::with_capacity(2);
+                        m.insert("path", Value::from(e.path));
+                        m.insert("dir", Value::Bool(e.dir));
+                        Value::Map(m)
+                    })
+                    .collect();
+                let mut m = Map::with_capacity(2);
+                m.insert("entries", Value::Array(entries));
+                m.insert("truncated", Value::Bool(found.truncated));
+                Some(Value::Map(m))
             }
             "listItems" => Some(self.list_items(args)?),
             "readItem" => Some(self.read_item(args)?),
@@ -175,6 +264,47 @@ impl SessionLease {
             m.insert("errorMessage", Value::from(message));
         }
         Ok(Some(Value::Map(m)))
+    }
+
+    /// `compact [instructions?]`: summarises the history before the kept recent tail. An
+    /// explicit cancel of the request aborts the compaction (as `abort` would).
+    async fn compact(&self, args: &[Value], ctx: &Context) -> Result<Value, ServiceError> {
+        const USAGE: &str = "[instructions?]";
+        let instructions = match args {
+            [] => None,
+            [Value::Null] => None,
+            [Value::String(s)] => Some(s.as_str()),
+            _ => return Err(invalid(format!("Expected arguments {USAGE}"))),
+        };
+        if let Some(text) = instructions
+            && text.len() > MAX_COMPACT_INSTRUCTIONS_BYTES
+        {
+            return Err(invalid(format!(
+                "Compaction instructions are {} bytes; the limit is {MAX_COMPACT_INSTRUCTIONS_BYTES} bytes",
+                text.len()
+            )));
+        }
+        if self.shared.closing.is_cancelled() {
+            return Err(ServiceError::server_draining());
+        }
+        let session = &self.live.session;
+        let run = session.compact_now(instructions);
+        tokio::pin!(run);
+        let outcome = tokio::select! {
+            biased;
+            outcome = &mut run => outcome,
+            () = explicit_cancel(ctx) => {
+                session.abort();
+                let _ = run.await;
+                return Err(ServiceError::internal("compaction cancelled by the client"));
+            }
+        };
+        let outcome = outcome.map_err(service_error)?;
+        let mut m = Map::with_capacity(3);
+        m.insert("firstKeptEntryId", Value::from(outcome.first_kept_entry_id));
+        m.insert("tokensBefore", count_value_u64(outcome.tokens_before));
+        m.insert("tokensAfter", count_value_u64(outcome.tokens_after));
+        Ok(Value::Map(m))
     }
 
     /// A user `!command`. An explicit cancel of the request kills the command (its process
@@ -279,16 +409,47 @@ impl SessionLease {
     }
 }
 
-/// `args[0]` as prompt or steering text within [`MAX_PROMPT_BYTES`].
+/// `args[0]` as prompt, steering or follow-up text within [`MAX_PROMPT_BYTES`].
 fn text_arg<'a>(args: &'a [Value], what: &str) -> Result<&'a str, ServiceError> {
     let text = string_arg(args, 0, "[text]")?;
+    check_text_len(text, what)?;
+    Ok(text)
+}
+
+/// Refuses `text` longer than [`MAX_PROMPT_BYTES`].
+fn check_text_len(text: &str, what: &str) -> Result<(), ServiceError> {
     if text.len() > MAX_PROMPT_BYTES {
         return Err(invalid(format!(
             "{what} text is {} bytes; the limit is {MAX_PROMPT_BYTES} bytes",
             text.len()
         )));
     }
-    Ok(text)
+    Ok(())
+}
+
+fn count_value_u64(n: u64) -> Value {
+    Value::try_from(n).unwrap_or(Value::Null)
+}
+
+/// How an attached client is shown to the others (`attached` in the state): who its
+/// transport verified, never a secret (no fingerprint, no key material).
+pub(crate) fn presence_name(identity: Option<&PeerIdentity>) -> String {
+    match identity {
+        None => "local (in-process)".to_owned(),
+        Some(PeerIdentity::Unix { uid, user_name, .. }) => match user_name {
+            Some(name) => format!("uid {uid} ({name})"),
+            None => format!("uid {uid}"),
+        },
+        Some(PeerIdentity::Tls {
+            client_certificate, ..
+        }) => match client_certificate.common_name() {
+            Some(cn) => format!("certificate {cn}"),
+            None => format!("certificate {}", client_certificate.subject()),
+        },
+        Some(PeerIdentity::AnonymousTls { .. }) => "anonymous (tls)".to_owned(),
+        Some(PeerIdentity::Tcp { addr, .. }) => format!("anonymous (tcp {})", addr.ip()),
+        Some(_) => "anonymous".to_owned(),
+    }
 }
 
 /// A non-negative integer argument.
@@ -346,6 +507,11 @@ impl ServiceScope for SessionLease {
         publish: Publisher,
         ctx: Context,
     ) -> CallResult {
+        self.presence.get_or_init(|| {
+            self.live
+                .session
+                .attach_client(&presence_name(ctx.identity()))
+        });
         // Upstream's `RemoteServiceProvider.invoke` order: allowlist, instance address, member.
         match call.service_id.as_str() {
             SERVICE_CONTROL_ID => self.control(&call, publish),
@@ -358,8 +524,25 @@ impl ServiceScope for SessionLease {
     }
 
     async fn release(&self, _ctx: Context) -> Result<(), ServiceError> {
+        self.leave();
         self.live.drop_owner(self.owner);
         self.live.directory.attached(&self.live.id, false);
         Ok(())
+    }
+}
+
+impl SessionLease {
+    /// Removes this lease from the presence list (a second call is quiet).
+    fn leave(&self) {
+        if let Some(id) = self.presence.get() {
+            self.live.session.detach_client(*id);
+        }
+    }
+}
+
+impl Drop for SessionLease {
+    fn drop(&mut self) {
+        // A lease dropped without `release` (the connection went away) leaves too.
+        self.leave();
     }
 }

@@ -19,8 +19,8 @@ use baton_protocol::{Map, Value};
 use crate::models::ModelInfo;
 use crate::provider::ModelRef;
 use crate::session::{
-    BodyRef, Change, DEFAULT_TRANSCRIPT_WINDOW, ItemRef, MAX_PUBLISHED_ITEM_BYTES, Phase,
-    SessionMeta, SessionState, ToolConfinement, TranscriptView,
+    Attachment, BodyRef, Change, CompactionStatus, DEFAULT_TRANSCRIPT_WINDOW, FollowUp, ItemRef,
+    MAX_PUBLISHED_ITEM_BYTES, Phase, SessionMeta, SessionState, ToolConfinement, TranscriptView,
 };
 use crate::value::{Clipped, ValueError, to_clipped_value, to_protocol_value};
 
@@ -112,7 +112,56 @@ pub fn session_state_value(state: &SessionState) -> Result<Value, ValueError> {
     m.insert("thinkingLevel", Value::from(state.thinking_level.as_str()));
     m.insert("transcript", Value::Array(transcript));
     m.insert("queuedSteer", strings(&state.queued_steer));
+    m.insert(
+        "turnId",
+        state.turn_id.as_deref().map_or(Value::Null, Value::from),
+    );
+    m.insert("followUps", follow_ups_value(&state.follow_ups));
+    m.insert("attached", attached_value(&state.attached));
+    m.insert("compaction", compaction_value(state.compaction));
     Ok(Value::Map(m))
+}
+
+/// The state's `followUps`: `[{"id", "text"}]`, oldest first.
+pub(crate) fn follow_ups_value(items: &[FollowUp]) -> Value {
+    Value::Array(
+        items
+            .iter()
+            .map(|f| {
+                let mut m = Map::with_capacity(2);
+                m.insert("id", Value::from(f.id.as_str()));
+                m.insert("text", Value::from(f.text.as_str()));
+                Value::Map(m)
+            })
+            .collect(),
+    )
+}
+
+/// The state's `attached`: `[{"id", "identity"}]`, in attach order.
+pub(crate) fn attached_value(items: &[Attachment]) -> Value {
+    Value::Array(
+        items
+            .iter()
+            .map(|a| {
+                let mut m = Map::with_capacity(2);
+                m.insert("id", count_value_u64(a.id));
+                m.insert("identity", Value::from(a.identity.as_str()));
+                Value::Map(m)
+            })
+            .collect(),
+    )
+}
+
+/// The state's `compaction`: `{"offered": bool, "running": bool}`.
+pub(crate) fn compaction_value(c: CompactionStatus) -> Value {
+    let mut m = Map::with_capacity(2);
+    m.insert("offered", Value::Bool(c.offered));
+    m.insert("running", Value::Bool(c.running));
+    Value::Map(m)
+}
+
+fn count_value_u64(n: u64) -> Value {
+    Value::try_from(n).unwrap_or(Value::Null)
 }
 
 /// The state's `confinement`: `{"active": bool, "detail": string}`.
@@ -224,13 +273,17 @@ impl Window {
         let transcript = (self.start..view.len())
             .map(|i| self.item_value(view, i))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut m = Map::with_capacity(7);
+        let mut m = Map::with_capacity(11);
         m.insert("confinement", confinement_value(view.confinement()));
         m.insert("phase", Value::from(phase_text(view.phase())));
         m.insert("model", Value::from(model_text(view.model()).as_str()));
         m.insert("thinkingLevel", Value::from(view.thinking_level().as_str()));
         m.insert("transcript", Value::Array(transcript));
         m.insert("queuedSteer", strings(view.queued_steer()));
+        m.insert("turnId", view.turn_id().map_or(Value::Null, Value::from));
+        m.insert("followUps", follow_ups_value(view.follow_ups()));
+        m.insert("attached", attached_value(view.attached()));
+        m.insert("compaction", compaction_value(view.compaction()));
         if self.start > 0 {
             m.insert("transcriptStart", count_value(self.start));
         }
@@ -269,6 +322,10 @@ impl Window {
             Change::Model(m) => vec![set("model", Value::from(model_text(m).as_str()))],
             Change::ThinkingLevel(t) => vec![set("thinkingLevel", Value::from(t.as_str()))],
             Change::QueuedSteer(q) => vec![set("queuedSteer", strings(q))],
+            Change::TurnId(t) => vec![set("turnId", t.map_or(Value::Null, Value::from))],
+            Change::FollowUps(f) => vec![set("followUps", follow_ups_value(f))],
+            Change::Attached(a) => vec![set("attached", attached_value(a))],
+            Change::Compaction(c) => vec![set("compaction", compaction_value(c))],
             Change::ItemAdded { index: i } => self.added(view, i)?,
             Change::ItemReplaced { index: i, old } => {
                 let before = match self.streaming.take() {
@@ -508,7 +565,7 @@ mod tests {
         UserMessage,
     };
     use crate::provider::ThinkingLevel;
-    use crate::session::Transcript;
+    use crate::session::{Activity, Transcript};
     use crate::session::{ItemBody, TranscriptItem};
 
     /// A transcript, the window over it, and the value a subscriber holds.
@@ -519,6 +576,8 @@ mod tests {
         value: Value,
         ops: Vec<Op>,
     }
+
+    static IDLE: LazyLock<Activity> = LazyLock::new(|| Activity::new(true));
 
     static CONFINED: LazyLock<ToolConfinement> = LazyLock::new(|| ToolConfinement {
         active: true,
@@ -533,6 +592,7 @@ mod tests {
             thinking: ThinkingLevel::Off,
             queued_steer: &[],
             confinement: &CONFINED,
+            activity: &IDLE,
         }
     }
 
@@ -672,7 +732,11 @@ mod tests {
                 "model",
                 "thinkingLevel",
                 "transcript",
-                "queuedSteer"
+                "queuedSteer",
+                "turnId",
+                "followUps",
+                "attached",
+                "compaction"
             ]
         );
         assert_eq!(

@@ -75,6 +75,33 @@ pub enum SessionError {
     /// Too many steering texts are already queued.
     #[error("too many steering messages are queued")]
     SteerQueueFull,
+    /// The steer named a turn that is no longer running.
+    #[error("turn {0} has ended")]
+    TurnEnded(String),
+    /// Too many follow-ups are already queued.
+    #[error(
+        "too many follow-ups are queued (limit {})",
+        super::activity::MAX_QUEUED_FOLLOW_UPS
+    )]
+    FollowUpQueueFull,
+    /// No queued follow-up has this id (it was sent or removed).
+    #[error("no queued follow-up {0}")]
+    UnknownFollowUp(String),
+    /// The session's settings do not offer compaction.
+    #[error("compaction is not offered by this session")]
+    CompactionNotOffered,
+    /// There is nothing before the kept recent tail to summarise.
+    #[error("nothing to compact")]
+    NothingToCompact,
+    /// The summarisation call failed (its message says why).
+    #[error("compaction failed: {0}")]
+    Compaction(String),
+    /// The compaction was aborted.
+    #[error("compaction was aborted")]
+    CompactionAborted,
+    /// A path completion was refused (it would leave the workspace, or cannot be read).
+    #[error("path completion refused: {0}")]
+    PathRefused(String),
     /// Too many user commands are already running.
     #[error("too many user commands are running")]
     TooManyCommands,

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast;
 
+use super::activity::{Attachment, CompactionStatus, FollowUp};
 use super::transcript::TranscriptView;
 use super::view::{Phase, SessionEvent, SessionEventKind, TranscriptItem};
 use crate::message::AssistantContent;
@@ -31,6 +32,14 @@ pub enum Change<'a> {
     ThinkingLevel(ThinkingLevel),
     /// `queuedSteer` is now this.
     QueuedSteer(&'a [String]),
+    /// `turnId` is now this (`None`: no turn runs).
+    TurnId(Option<&'a str>),
+    /// `followUps` is now this.
+    FollowUps(&'a [FollowUp]),
+    /// `attached` is now this.
+    Attached(&'a [Attachment]),
+    /// `compaction` is now this.
+    Compaction(CompactionStatus),
     /// Item `index` was appended.
     ItemAdded {
         /// Position (the last item).
@@ -79,6 +88,10 @@ impl Change<'_> {
             Self::Model(m) => SessionEventKind::Model(m.clone()),
             Self::ThinkingLevel(t) => SessionEventKind::ThinkingLevel(t),
             Self::QueuedSteer(q) => SessionEventKind::QueuedSteer(q.to_vec()),
+            Self::TurnId(t) => SessionEventKind::TurnId(t.map(str::to_owned)),
+            Self::FollowUps(f) => SessionEventKind::FollowUps(f.to_vec()),
+            Self::Attached(a) => SessionEventKind::Attached(a.to_vec()),
+            Self::Compaction(c) => SessionEventKind::Compaction(c),
             Self::ItemAdded { index } => SessionEventKind::ItemAdded { item: item(index)? },
             Self::ItemReplaced { index, .. } => SessionEventKind::ItemReplaced {
                 index,

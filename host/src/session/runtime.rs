@@ -11,7 +11,12 @@
 //!
 //! Turn rules:
 //! * [`SessionRuntime::start_prompt`] while a turn runs fails with [`SessionError::Busy`] — prompts
-//!   are never queued.
+//!   are never queued; follow-ups are ([`SessionRuntime::follow_up`], `super::followup`), and
+//!   are sent one per settled turn without the phase going idle in between.
+//! * Every turn has an id (`turnId`); [`SessionRuntime::steer_turn`] refuses steering that
+//!   names a turn which has ended.
+//! * After a turn that crossed the context threshold, a compaction runs before the next
+//!   follow-up or idle (`super::compaction`).
 //! * [`SessionRuntime::steer`] queues text that the loop injects at the next turn boundary; once the
 //!   loop has decided to stop it fails with [`SessionError::NotRunning`] instead of queueing
 //!   text nobody would read.
@@ -29,6 +34,8 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::activity::Activity;
+use super::compaction::CompactionSettings;
 use super::entry::EntryKind;
 use super::error::{SessionError, StoreError};
 use super::events::{Change, ObserverId, Outlets, SessionObserver};
@@ -67,6 +74,8 @@ pub struct SessionConfig {
     pub transform: Option<Arc<dyn ContextTransform>>,
     /// Event channel capacity per session.
     pub event_capacity: usize,
+    /// When and how the context is compacted.
+    pub compaction: CompactionSettings,
 }
 
 impl Default for SessionConfig {
@@ -77,6 +86,7 @@ impl Default for SessionConfig {
             tool_execution: ToolExecution::Parallel,
             transform: None,
             event_capacity: DEFAULT_EVENT_CAPACITY,
+            compaction: CompactionSettings::default(),
         }
     }
 }
@@ -133,6 +143,8 @@ pub(super) struct Doc {
     pub(super) queued_steer: Vec<String>,
     /// Whether the tools are confined (fixed at start).
     pub(super) confinement: ToolConfinement,
+    /// The running turn, follow-ups, presence and compaction status.
+    pub(super) activity: Activity,
 }
 
 impl Doc {
@@ -144,6 +156,7 @@ impl Doc {
             thinking: self.thinking,
             queued_steer: &self.queued_steer,
             confinement: &self.confinement,
+            activity: &self.activity,
         }
     }
 }
@@ -208,6 +221,7 @@ impl SessionRuntime {
                 thinking: parts.rebuilt.thinking.unwrap_or_default(),
                 queued_steer: Vec::new(),
                 confinement: ToolConfinement::from(&confinement_status(&parts.config.bash)),
+                activity: Activity::new(parts.config.compaction.enabled),
             },
             outlets: Outlets::new(parts.config.event_capacity),
             name: parts.rebuilt.name,
@@ -402,8 +416,10 @@ impl SessionRuntime {
         Ok(())
     }
 
-    /// Records a compaction: history before `first_kept_entry_id` is replaced by `summary`
-    /// in the runtime transcript (the file keeps everything, and so does the view).
+    /// Records a compaction with a summary written elsewhere: history before
+    /// `first_kept_entry_id` is replaced by `summary` in the model context (the file keeps
+    /// everything, and so does the view, which gains the `compactionSummary` item). To have
+    /// the model write the summary, use [`SessionRuntime::compact_now`].
     ///
     /// # Errors
     /// [`SessionError::Busy`], [`SessionError::Store`].
@@ -417,8 +433,9 @@ impl SessionRuntime {
         if st.doc.phase != Phase::Idle {
             return Err(SessionError::Busy);
         }
-        self.inner.record(
-            &mut st,
+        let st = &mut *st;
+        let id = self.inner.record_entry(
+            st,
             EntryKind::Compaction {
                 summary: summary.to_owned(),
                 first_kept_entry_id: first_kept_entry_id.to_owned(),
@@ -427,7 +444,17 @@ impl SessionRuntime {
         )?;
         let loaded = SessionFile::read(st.file.path())?;
         let rebuilt = super::tree::rebuild(&loaded.entries);
-        st.doc.transcript.replace_context(rebuilt.messages);
+        // The view shows the summary where it happened; the context starts from it.
+        if let Some((_, message)) = rebuilt.messages.iter().find(|(i, _)| *i == id) {
+            let index = st
+                .doc
+                .transcript
+                .push_settled(id.clone(), Arc::new(message.clone()));
+            st.doc.transcript.replace_context(rebuilt.messages);
+            st.emit(|_| Change::ItemAdded { index });
+        } else {
+            st.doc.transcript.replace_context(rebuilt.messages);
+        }
         Ok(())
     }
 
@@ -452,11 +479,20 @@ impl Inner {
 
     /// Appends a non-message entry on the active path.
     fn record(&self, st: &mut State, kind: EntryKind) -> Result<(), StoreError> {
+        self.record_entry(st, kind).map(drop)
+    }
+
+    /// Appends a non-message entry on the active path; returns its id.
+    pub(super) fn record_entry(
+        &self,
+        st: &mut State,
+        kind: EntryKind,
+    ) -> Result<String, StoreError> {
         let now = self.clock.now_ms();
         let e = st.file.append_new(st.leaf.as_deref(), now, kind)?;
-        st.leaf = Some(e.id);
+        st.leaf = Some(e.id.clone());
         st.updated_at = e.timestamp;
-        Ok(())
+        Ok(e.id)
     }
 
     /// Writes a settled message as entry `id`.

@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::activity::{Activity, Attachment, CompactionStatus, FollowUp};
 use super::view::{BodyRef, ItemRef, Phase, SessionState, ToolConfinement, TranscriptItem};
 use crate::message::{AgentMessage, AssistantContent, AssistantMessage, ToolCall};
 use crate::projection::{ContextProjector, ModelContext};
@@ -336,6 +337,8 @@ pub struct TranscriptView<'a> {
     pub(crate) thinking: ThinkingLevel,
     pub(crate) queued_steer: &'a [String],
     pub(crate) confinement: &'a ToolConfinement,
+    /// The running turn, follow-ups, presence and compaction status (`super::activity`).
+    pub(crate) activity: &'a Activity,
 }
 
 impl<'a> TranscriptView<'a> {
@@ -384,6 +387,26 @@ impl<'a> TranscriptView<'a> {
         self.confinement
     }
 
+    /// The running turn's id (`None` when no turn runs).
+    pub fn turn_id(&self) -> Option<&'a str> {
+        self.activity.turn_id.as_deref()
+    }
+
+    /// Follow-up prompts waiting for the running turn to settle, oldest first.
+    pub fn follow_ups(&self) -> &'a [FollowUp] {
+        &self.activity.follow_ups
+    }
+
+    /// The clients attached to the session.
+    pub fn attached(&self) -> &'a [Attachment] {
+        &self.activity.attached
+    }
+
+    /// Whether compaction is offered and running.
+    pub fn compaction(&self) -> CompactionStatus {
+        self.activity.compaction
+    }
+
     /// The whole state as owned values (copies every item: for tests and small sessions;
     /// the service reads items in place instead).
     pub fn to_state(&self) -> SessionState {
@@ -396,6 +419,10 @@ impl<'a> TranscriptView<'a> {
                 .filter_map(|i| self.item(i).map(|i| i.to_owned_item()))
                 .collect(),
             queued_steer: self.queued_steer.to_vec(),
+            turn_id: self.activity.turn_id.clone(),
+            follow_ups: self.activity.follow_ups.clone(),
+            attached: self.activity.attached.clone(),
+            compaction: self.activity.compaction,
         }
     }
 }

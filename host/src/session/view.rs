@@ -11,6 +11,7 @@ use std::sync::LazyLock;
 use baton_protocol::{Map, Value};
 use serde::{Deserialize, Serialize};
 
+use super::activity::{Attachment, CompactionStatus, FollowUp};
 use crate::message::{
     AgentMessage, AssistantContent, AssistantMessage, BashExecutionMessage, BranchSummaryMessage,
     CompactionSummaryMessage, CustomMessage, StopReason, ToolCall, ToolResultMessage, Usage,
@@ -434,6 +435,14 @@ pub struct SessionState {
     pub transcript: Vec<TranscriptItem>,
     /// Steering texts waiting for the next turn boundary.
     pub queued_steer: Vec<String>,
+    /// The running turn's id (`None` when no turn runs).
+    pub turn_id: Option<String>,
+    /// Follow-up prompts waiting for the running turn to settle, oldest first.
+    pub follow_ups: Vec<FollowUp>,
+    /// The clients attached to the session.
+    pub attached: Vec<Attachment>,
+    /// Whether compaction is offered and running.
+    pub compaction: CompactionStatus,
 }
 
 /// A state at an event sequence number: apply events with `seq` greater than this.
@@ -465,6 +474,14 @@ pub enum SessionEventKind {
     ThinkingLevel(ThinkingLevel),
     /// `queuedSteer` is now this.
     QueuedSteer(Vec<String>),
+    /// `turnId` is now this.
+    TurnId(Option<String>),
+    /// `followUps` is now this.
+    FollowUps(Vec<FollowUp>),
+    /// `attached` is now this.
+    Attached(Vec<Attachment>),
+    /// `compaction` is now this.
+    Compaction(CompactionStatus),
     /// An item was appended to `transcript`.
     ItemAdded {
         /// The item.
@@ -514,6 +531,10 @@ impl SessionState {
             SessionEventKind::Model(m) => self.model = m.clone(),
             SessionEventKind::ThinkingLevel(t) => self.thinking_level = *t,
             SessionEventKind::QueuedSteer(q) => self.queued_steer = q.clone(),
+            SessionEventKind::TurnId(t) => self.turn_id = t.clone(),
+            SessionEventKind::FollowUps(f) => self.follow_ups = f.clone(),
+            SessionEventKind::Attached(a) => self.attached = a.clone(),
+            SessionEventKind::Compaction(c) => self.compaction = *c,
             SessionEventKind::ItemAdded { item } => self.transcript.push(item.clone()),
             SessionEventKind::ItemReplaced { index, item } => {
                 if let Some(slot) = self.transcript.get_mut(*index) {

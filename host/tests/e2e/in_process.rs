@@ -56,12 +56,16 @@ async fn a_prompt_streams_text_as_appends_and_replicas_converge() {
     // The default config confines the tools: as far as this kernel can.
     let confinement =
         baton_host::tool::confinement_status(&baton_host::tool::BashConfig::default());
+    // Presence lists this client, by its Unix account.
+    let identity = get(&get(&initial, "attached").as_array().unwrap()[0], "identity").clone();
+    assert!(identity.as_str().unwrap().starts_with("uid "), "{identity:?}");
     assert_eq!(
         initial.to_json(),
         format!(
-            r#"{{"confinement":{{"active":{},"detail":{}}},"phase":"idle","model":"scripted/default","thinkingLevel":"off","transcript":[],"queuedSteer":[]}}"#,
+            r#"{{"confinement":{{"active":{},"detail":{}}},"phase":"idle","model":"scripted/default","thinkingLevel":"off","transcript":[],"queuedSteer":[],"turnId":null,"followUps":[],"attached":[{{"id":1,"identity":{}}}],"compaction":{{"offered":true,"running":false}}}}"#,
             confinement.is_active(),
-            Value::from(confinement.to_string().as_str()).to_json()
+            Value::from(confinement.to_string().as_str()).to_json(),
+            identity.to_json()
         )
     );
     // A second connection watches the same session (the update is shared by both).

@@ -15,5 +15,6 @@ mod bash_cancel;
 mod chord_errors;
 mod in_process;
 mod raw;
+mod session_features;
 mod state;
 mod support;

@@ -1,0 +1,629 @@
+//! Context compaction: when a session's model context nears the model's window, the history
+//! before a kept recent tail is replaced, in the model context only, by a summary the model
+//! writes. The journal keeps everything (a `compaction` entry names the first kept entry) and
+//! so does the live view, which shows a `compactionSummary` item where it happened.
+//!
+//! Policy (upstream's `shouldCompact` / `findCutPoint` are the reference):
+//! * **When.** After a turn settles normally, if the estimated context tokens exceed the
+//!   model's context window minus [`CompactionSettings::reserve_tokens`]; or by hand
+//!   ([`SessionRuntime::compact_now`], `pi.session` `compact`).
+//! * **Estimate.** The last settled response's reported usage (if it came after the latest
+//!   summary) plus about four characters per token for everything after it.
+//! * **Cut.** Walking back from the newest message, the tail is kept until it holds at least
+//!   [`CompactionSettings::keep_recent_tokens`]; the cut lands on a message that is not a
+//!   tool result, so a tool call and its result stay together.
+//! * **Summary.** One model call (no tools) with [`SUMMARIZATION_SYSTEM_PROMPT`] over the
+//!   summarised messages as text (tool outputs cut to [`MAX_SERIALIZED_OUTPUT_CHARS`], the
+//!   oldest dropped past the window's budget), an earlier summary included so it is carried
+//!   forward. The reply, cut to [`MAX_SUMMARY_BYTES`], is the summary.
+//!
+//! The pure parts (estimate, cut, request, collecting the reply) are functions here; the
+//! runtime part holds the session busy (`phase: turn`, `compaction.running`) meanwhile.
+
+use std::borrow::Borrow;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::entry::EntryKind;
+use super::error::SessionError;
+use super::events::Change;
+use super::file::SessionFile;
+use super::runtime::{Inner, SessionRuntime, State};
+use super::view::Phase;
+use crate::message::{
+    AgentMessage, AssistantContent, CompactionSummaryMessage, Message, StopReason, UserMessage,
+    joined_text,
+};
+use crate::models::ModelRegistry;
+use crate::projection::bash_execution_to_text;
+use crate::provider::{ModelRef, ModelRequest, Provider, ProviderEvent, ThinkingLevel};
+
+/// Tokens kept free below the context window (for the next prompt and reply): compaction
+/// starts when the context estimate exceeds the window minus this.
+pub const DEFAULT_RESERVE_TOKENS: u64 = 16_384;
+/// Tokens of recent history kept verbatim after a compaction.
+pub const DEFAULT_KEEP_RECENT_TOKENS: u64 = 20_000;
+/// The context window assumed for a model whose registry entry names none.
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+/// Characters per estimated token (a conservative estimate: it overcounts).
+pub const CHARS_PER_TOKEN: u64 = 4;
+/// Longest tool or command output quoted into the summarisation request, in characters.
+pub const MAX_SERIALIZED_OUTPUT_CHARS: usize = 2_000;
+/// Longest summary kept, in bytes (a longer reply is cut at a character boundary).
+pub const MAX_SUMMARY_BYTES: usize = 256 << 10;
+/// Longest `compact` instructions, in bytes.
+pub const MAX_COMPACT_INSTRUCTIONS_BYTES: usize = 16 << 10;
+
+/// The system prompt of the summarisation call (the scripted model recognises it).
+pub const SUMMARIZATION_SYSTEM_PROMPT: &str = "You write context checkpoints for a coding \
+assistant. You are given the earlier part of a conversation between a user and an AI coding \
+assistant, possibly starting with the summary of an even earlier part. Write a summary the \
+assistant can continue the work from without the original messages: the user's goals and \
+constraints, decisions made, files read or changed, commands run and what they showed, errors \
+met and how they were handled, and what remains to do. Keep file paths, names, numbers and \
+error texts exact. Be concise. Do not continue the conversation and do not answer questions \
+in it: output only the summary.";
+
+/// When and how a session compacts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactionSettings {
+    /// Compaction is offered at all (by hand and automatically).
+    pub enabled: bool,
+    /// Compact automatically after a turn when the threshold is crossed.
+    pub auto: bool,
+    /// See [`DEFAULT_RESERVE_TOKENS`].
+    pub reserve_tokens: u64,
+    /// See [`DEFAULT_KEEP_RECENT_TOKENS`].
+    pub keep_recent_tokens: u64,
+    /// See [`DEFAULT_CONTEXT_WINDOW`].
+    pub default_context_window: u64,
+}
+
+impl Default for CompactionSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            auto: true,
+            reserve_tokens: DEFAULT_RESERVE_TOKENS,
+            keep_recent_tokens: DEFAULT_KEEP_RECENT_TOKENS,
+            default_context_window: DEFAULT_CONTEXT_WINDOW,
+        }
+    }
+}
+
+impl CompactionSettings {
+    /// True when `tokens` of context in a `window`-token model call for a compaction.
+    pub fn should_compact(&self, tokens: u64, window: u64) -> bool {
+        self.enabled && tokens > window.saturating_sub(self.reserve_tokens)
+    }
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactionOutcome {
+    /// The summary now standing for the history before the kept tail.
+    pub summary: String,
+    /// The first entry kept verbatim.
+    pub first_kept_entry_id: String,
+    /// Estimated context tokens before.
+    pub tokens_before: u64,
+    /// Estimated context tokens after.
+    pub tokens_after: u64,
+}
+
+/// Estimated tokens of one message (characters / [`CHARS_PER_TOKEN`], rounded up).
+pub fn estimate_tokens(message: &AgentMessage) -> u64 {
+    let chars = serialize(message, usize::MAX).len() as u64;
+    chars.div_ceil(CHARS_PER_TOKEN)
+}
+
+/// Estimated tokens of a model context: the last settled response's usage, when it came
+/// after the latest summary, plus the estimate of every message after it; else the estimate
+/// of every message.
+pub fn context_tokens<M: Borrow<AgentMessage>>(messages: &[M]) -> u64 {
+    let summary_time = messages.iter().rev().find_map(|m| match m.borrow() {
+        AgentMessage::CompactionSummary(s) => Some(s.timestamp),
+        _ => None,
+    });
+    let usage = messages
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, m)| match m.borrow() {
+            AgentMessage::Assistant(a)
+                if !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted)
+                    && summary_time.is_none_or(|t| a.timestamp > t) =>
+            {
+                let u = &a.usage;
+                let total = if u.total_tokens > 0 {
+                    u.total_tokens
+                } else {
+                    u.input + u.output + u.cache_read + u.cache_write
+                };
+                (total > 0).then_some((i, total))
+            }
+            _ => None,
+        });
+    let (from, base) = usage.map_or((0, 0), |(i, t)| (i + 1, t));
+    base + messages[from..]
+        .iter()
+        .map(|m| estimate_tokens(m.borrow()))
+        .sum::<u64>()
+}
+
+/// Where the kept tail starts: the index of the first message kept, so that the tail holds at
+/// least `keep_recent_tokens` and does not start with a tool result. `None` when nothing
+/// before it would be summarised (only an earlier summary, or nothing at all).
+pub fn cut_point<M: Borrow<AgentMessage>>(
+    messages: &[M],
+    keep_recent_tokens: u64,
+) -> Option<usize> {
+    let mut kept = 0u64;
+    let mut cut = None;
+    for (i, m) in messages.iter().enumerate().rev() {
+        kept += estimate_tokens(m.borrow());
+        if kept >= keep_recent_tokens {
+            cut = Some(i);
+            break;
+        }
+    }
+    // The whole context fits in the tail: nothing to summarise.
+    let mut cut = cut?;
+    // Never start the tail at a tool result (its call would be summarised away): move the cut
+    // back to the message before the run of results.
+    while cut > 0 && matches!(messages[cut].borrow(), AgentMessage::ToolResult(_)) {
+        cut -= 1;
+    }
+    let summarised = &messages[..cut];
+    let only_summary = summarised
+        .iter()
+        .all(|m| matches!(m.borrow(), AgentMessage::CompactionSummary(_)));
+    (!only_summary).then_some(cut)
+}
+
+/// How the summarisation request's text starts (the scripted model recognises it).
+pub const SUMMARY_REQUEST_OPENING: &str = "<conversation>\n";
+
+/// The summarisation request's text for `messages` (the history before the kept tail),
+/// within `budget_chars` (the oldest messages are left out first; an earlier summary is
+/// always kept).
+pub fn summary_prompt<M: Borrow<AgentMessage>>(
+    messages: &[M],
+    instructions: Option<&str>,
+    budget_chars: usize,
+) -> String {
+    // Newest first until the budget is spent.
+    let mut parts: Vec<String> = Vec::new();
+    let mut used = 0usize;
+    let mut dropped = 0usize;
+    for m in messages.iter().rev() {
+        let text = serialize(m.borrow(), MAX_SERIALIZED_OUTPUT_CHARS);
+        let is_summary = matches!(m.borrow(), AgentMessage::CompactionSummary(_));
+        if text.is_empty() {
+            continue;
+        }
+        if used + text.len() > budget_chars && !is_summary {
+            dropped += 1;
+            continue;
+        }
+        used += text.len();
+        parts.push(text);
+    }
+    parts.reverse();
+    let mut prompt = String::from(SUMMARY_REQUEST_OPENING);
+    if dropped > 0 {
+        prompt.push_str(&format!(
+            "[{dropped} older message(s) did not fit and are left out]\n\n"
+        ));
+    }
+    prompt.push_str(&parts.join("\n\n"));
+    prompt.push_str("\n</conversation>\n\nWrite the summary of the conversation above now.");
+    if let Some(extra) = instructions.filter(|s| !s.trim().is_empty()) {
+        prompt.push_str("\n\nAdditional instructions from the user: ");
+        prompt.push_str(extra.trim());
+    }
+    prompt
+}
+
+/// The summarisation call: `prompt` ([`summary_prompt`]) to `model`, no tools, no reasoning.
+pub fn summary_request(model: &str, prompt: String) -> ModelRequest {
+    ModelRequest {
+        model: model.to_owned(),
+        system_prompt: SUMMARIZATION_SYSTEM_PROMPT.to_owned(),
+        messages: vec![Message::User(UserMessage::text(prompt, 0))].into(),
+        tools: Vec::new(),
+        thinking: ThinkingLevel::Off,
+    }
+}
+
+/// Runs the summarisation call and collects its text (cut to [`MAX_SUMMARY_BYTES`]).
+///
+/// # Errors
+/// [`SessionError::CompactionAborted`] when `cancel` fires; [`SessionError::Compaction`]
+/// when the model fails or answers with no text.
+pub async fn summarise(
+    provider: &dyn Provider,
+    request: ModelRequest,
+    cancel: &CancellationToken,
+) -> Result<String, SessionError> {
+    let mut stream = provider.stream(request, cancel.clone());
+    let mut text = String::new();
+    loop {
+        let event = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(SessionError::CompactionAborted),
+            event = stream.next() => event,
+        };
+        match event {
+            Some(ProviderEvent::TextDelta(delta)) => {
+                if text.len() < MAX_SUMMARY_BYTES {
+                    text.push_str(&delta);
+                }
+            }
+            Some(ProviderEvent::Error(message)) => return Err(SessionError::Compaction(message)),
+            Some(ProviderEvent::Done { .. }) | None => break,
+            Some(_) => {}
+        }
+    }
+    if cancel.is_cancelled() {
+        return Err(SessionError::CompactionAborted);
+    }
+    let mut end = text.len().min(MAX_SUMMARY_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    let text = text.trim().to_owned();
+    if text.is_empty() {
+        return Err(SessionError::Compaction(
+            "the model answered the summarisation request with no text".into(),
+        ));
+    }
+    Ok(text)
+}
+
+/// The context window of `model` ([`CompactionSettings::default_context_window`] when the
+/// registry names none).
+pub(super) fn context_window(
+    _models: &ModelRegistry,
+    _model: &ModelRef,
+    settings: &CompactionSettings,
+) -> u64 {
+    // The registry's `ModelInfo` names no context window yet.
+    settings.default_context_window
+}
+
+/// One message as text for the summarisation request.
+fn serialize(message: &AgentMessage, max_output: usize) -> String {
+    match message {
+        AgentMessage::User(u) => format!("User: {}", joined_text(&u.content)),
+        AgentMessage::Assistant(a) => {
+            let mut parts = Vec::new();
+            for block in &a.content {
+                match block {
+                    AssistantContent::Text(t) => parts.push(format!("Assistant: {}", t.text)),
+                    AssistantContent::Thinking(_) => {}
+                    AssistantContent::ToolCall(c) => parts.push(format!(
+                        "Assistant called {}: {}",
+                        c.name,
+                        c.arguments.to_json()
+                    )),
+                }
+            }
+            parts.join("\n")
+        }
+        AgentMessage::ToolResult(r) => format!(
+            "Tool {} {}: {}",
+            r.tool_name,
+            if r.is_error { "failed" } else { "returned" },
+            cut(&joined_text(&r.content), max_output)
+        ),
+        AgentMessage::BashExecution(b) if b.exclude_from_context => String::new(),
+        AgentMessage::BashExecution(b) => {
+            format!(
+                "User shell: {}",
+                cut(&bash_execution_to_text(b), max_output)
+            )
+        }
+        AgentMessage::Custom(c) => format!("Note: {}", joined_text(&c.content)),
+        AgentMessage::BranchSummary(b) => format!("Branch summary: {}", b.summary),
+        AgentMessage::CompactionSummary(s) => {
+            format!("Summary of earlier conversation: {}", s.summary)
+        }
+    }
+}
+
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} more characters]", &text[..end], text.len() - end)
+}
+
+impl SessionRuntime {
+    /// Compacts now (`/compact`): summarises the history before the kept recent tail, with
+    /// `instructions` added to the request. The session is busy meanwhile (`phase: turn`,
+    /// `compaction.running`); a queued follow-up is sent once it ends.
+    ///
+    /// # Errors
+    /// [`SessionError::CompactionNotOffered`], [`SessionError::Busy`],
+    /// [`SessionError::NothingToCompact`], [`SessionError::Compaction`],
+    /// [`SessionError::CompactionAborted`], [`SessionError::UnknownModel`],
+    /// [`SessionError::Store`], [`SessionError::Closed`].
+    pub async fn compact_now(
+        &self,
+        instructions: Option<&str>,
+    ) -> Result<CompactionOutcome, SessionError> {
+        let inner = &self.inner;
+        {
+            let mut st = inner.lock();
+            if !inner.config.compaction.enabled {
+                return Err(SessionError::CompactionNotOffered);
+            }
+            if inner.shutdown.is_cancelled() {
+                return Err(SessionError::Closed);
+            }
+            if st.doc.phase != Phase::Idle {
+                return Err(SessionError::Busy);
+            }
+            inner.enter_busy(&mut st);
+        }
+        let result = inner.compact_busy(instructions).await;
+        let ok = result.is_ok();
+        if let Some(turn) = inner.next_or_idle(ok) {
+            inner.spawn_driver(turn, None);
+        }
+        result
+    }
+}
+
+impl Inner {
+    /// Whether the context has crossed the automatic threshold.
+    pub(super) fn wants_compaction(&self) -> bool {
+        let settings = &self.config.compaction;
+        if !settings.enabled || !settings.auto || self.shutdown.is_cancelled() {
+            return false;
+        }
+        let st = self.lock();
+        let window = context_window(&self.models, &st.doc.model, settings);
+        let context = st.doc.transcript.context();
+        settings.should_compact(context_tokens(&context[..]), window)
+    }
+
+    /// The automatic compaction between two turns (failures are logged: the turn that
+    /// crossed the threshold has settled; the next model call may still fit).
+    pub(super) async fn auto_compact(self: &Arc<Self>) {
+        match self.compact_busy(None).await {
+            Ok(outcome) => tracing::info!(
+                tokens_before = outcome.tokens_before,
+                tokens_after = outcome.tokens_after,
+                "context compacted"
+            ),
+            Err(SessionError::NothingToCompact) => {}
+            Err(error) => tracing::warn!(%error, "automatic compaction failed"),
+        }
+    }
+
+    /// A compaction while the session is already busy (`phase: turn`).
+    async fn compact_busy(
+        &self,
+        instructions: Option<&str>,
+    ) -> Result<CompactionOutcome, SessionError> {
+        let (provider, model, cancel, path) = {
+            let mut st = self.lock();
+            let provider = self
+                .models
+                .resolve(&st.doc.model)
+                .ok_or_else(|| SessionError::UnknownModel(st.doc.model.to_string()))?;
+            set_running(&mut st, true);
+            (
+                provider,
+                st.doc.model.clone(),
+                st.abort.child_token(),
+                st.file.path().to_owned(),
+            )
+        };
+        let result = self
+            .compact_with(provider.as_ref(), &model, instructions, &cancel, &path)
+            .await;
+        set_running(&mut self.lock(), false);
+        result
+    }
+
+    async fn compact_with(
+        &self,
+        provider: &dyn Provider,
+        model: &ModelRef,
+        instructions: Option<&str>,
+        cancel: &CancellationToken,
+        path: &std::path::Path,
+    ) -> Result<CompactionOutcome, SessionError> {
+        let settings = &self.config.compaction;
+        // The context with the entry id of each message, as the journal rebuilds it (nothing
+        // appends messages while the session is busy, so it is the live context).
+        let path = path.to_owned();
+        let loaded = tokio::task::spawn_blocking(move || SessionFile::read(&path))
+            .await
+            .map_err(|_| SessionError::Closed)??;
+        let messages = super::tree::rebuild(&loaded.entries).messages;
+        let plain: Vec<&AgentMessage> = messages.iter().map(|(_, m)| m).collect();
+        let tokens_before = context_tokens(&plain);
+        let cut =
+            cut_point(&plain, settings.keep_recent_tokens).ok_or(SessionError::NothingToCompact)?;
+        let window = context_window(&self.models, model, settings);
+        let budget = usize::try_from(
+            window
+                .saturating_sub(settings.reserve_tokens)
+                .saturating_mul(CHARS_PER_TOKEN),
+        )
+        .unwrap_or(usize::MAX);
+        let request = summary_request(
+            &model.id,
+            summary_prompt(&plain[..cut], instructions, budget),
+        );
+        let summary = summarise(provider, request, cancel).await?;
+        let first_kept = messages[cut].0.clone();
+        let mut st = self.lock();
+        let st = &mut *st;
+        let id = self.record_entry(
+            st,
+            EntryKind::Compaction {
+                summary: summary.clone(),
+                first_kept_entry_id: first_kept.clone(),
+                tokens_before,
+            },
+        )?;
+        let message = AgentMessage::CompactionSummary(CompactionSummaryMessage {
+            summary: summary.clone(),
+            tokens_before,
+            timestamp: self.clock.now_ms(),
+        });
+        let mut context = vec![(id.clone(), message.clone())];
+        context.extend(messages.into_iter().skip(cut));
+        let kept: Vec<&AgentMessage> = context.iter().map(|(_, m)| m).collect();
+        let tokens_after = context_tokens(&kept);
+        let index = st.doc.transcript.push_settled(id, Arc::new(message));
+        st.doc.transcript.replace_context(context);
+        st.emit(|_| Change::ItemAdded { index });
+        Ok(CompactionOutcome {
+            summary,
+            first_kept_entry_id: first_kept,
+            tokens_before,
+            tokens_after,
+        })
+    }
+}
+
+fn set_running(st: &mut State, running: bool) {
+    if st.doc.activity.compaction.running != running {
+        st.doc.activity.compaction.running = running;
+        st.emit(|d| Change::Compaction(d.activity.compaction));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{ToolCall, ToolResultMessage, UserContent};
+    use baton_protocol::Value;
+
+    fn user(text: &str) -> AgentMessage {
+        AgentMessage::User(UserMessage::text(text, 1))
+    }
+
+    fn result(text: &str) -> AgentMessage {
+        AgentMessage::ToolResult(ToolResultMessage {
+            tool_call_id: "c".into(),
+            tool_name: "bash".into(),
+            content: vec![UserContent::text(text)],
+            details: None,
+            is_error: false,
+            timestamp: 1,
+        })
+    }
+
+    fn call() -> AgentMessage {
+        AgentMessage::Assistant(crate::message::AssistantMessage {
+            content: vec![AssistantContent::ToolCall(ToolCall::new(
+                "c",
+                "bash",
+                Value::from_json(r#"{"command":"ls"}"#).unwrap(),
+            ))],
+            api: "t".into(),
+            provider: "t".into(),
+            model: "t".into(),
+            response_model: None,
+            response_id: None,
+            usage: Default::default(),
+            stop_reason: StopReason::ToolUse,
+            error_message: None,
+            raw_stop_reason: None,
+            timestamp: 1,
+        })
+    }
+
+    #[test]
+    fn the_threshold_is_the_window_minus_the_reserve() {
+        let s = CompactionSettings {
+            reserve_tokens: 100,
+            ..CompactionSettings::default()
+        };
+        assert!(!s.should_compact(900, 1000));
+        assert!(s.should_compact(901, 1000));
+        let off = CompactionSettings {
+            enabled: false,
+            ..s
+        };
+        assert!(!off.should_compact(10_000, 1000));
+    }
+
+    #[test]
+    fn the_cut_keeps_the_recent_tail_and_never_starts_at_a_tool_result() {
+        let long = "x".repeat(400); // 100 tokens
+        let messages = vec![user(&long), call(), result(&long), user("short")];
+        // Keeping ~100 tokens would start the tail at the result: the cut moves to its call.
+        assert_eq!(cut_point(&messages, 100), Some(1));
+        // Everything fits in the tail: nothing to summarise.
+        assert_eq!(cut_point(&messages, 10_000), None);
+    }
+
+    #[test]
+    fn an_earlier_summary_alone_is_not_worth_compacting() {
+        let summary = AgentMessage::CompactionSummary(CompactionSummaryMessage {
+            summary: "s".into(),
+            tokens_before: 1,
+            timestamp: 1,
+        });
+        let messages = vec![summary, user(&"y".repeat(4000))];
+        assert_eq!(cut_point(&messages, 10), None);
+    }
+
+    #[test]
+    fn the_request_quotes_outputs_cut_and_carries_instructions() {
+        let messages = vec![user("fix the bug"), call(), result(&"z".repeat(10_000))];
+        let r = summary_request("m", String::from("p"));
+        assert_eq!(r.system_prompt, SUMMARIZATION_SYSTEM_PROMPT);
+        assert!(r.tools.is_empty());
+        let text = summary_prompt(&messages, Some("focus on tests"), usize::MAX);
+        assert!(text.starts_with(SUMMARY_REQUEST_OPENING));
+        assert!(text.contains("User: fix the bug"));
+        assert!(text.contains(r#"Assistant called bash: {"command":"ls"}"#));
+        assert!(text.contains("[8000 more characters]"));
+        assert!(text.ends_with("Additional instructions from the user: focus on tests"));
+    }
+
+    #[test]
+    fn the_request_drops_the_oldest_messages_past_the_budget() {
+        let messages = vec![user(&"a".repeat(500)), user("recent")];
+        let text = summary_prompt(&messages, None, 100);
+        assert!(text.contains("[1 older message(s) did not fit and are left out]"));
+        assert!(text.contains("User: recent"));
+        assert!(!text.contains("aaaa"));
+    }
+
+    #[test]
+    fn reported_usage_counts_only_after_the_latest_summary() {
+        let mut answered = call();
+        if let AgentMessage::Assistant(a) = &mut answered {
+            a.usage.total_tokens = 5000;
+            a.timestamp = 10;
+        }
+        assert_eq!(
+            context_tokens(&[answered.clone(), user("abcd")]),
+            5000 + estimate_tokens(&user("abcd"))
+        );
+        let summary = AgentMessage::CompactionSummary(CompactionSummaryMessage {
+            summary: "abcd".into(),
+            tokens_before: 1,
+            timestamp: 20,
+        });
+        // The response predates the summary: its usage described the old context.
+        let estimated = context_tokens(&[summary, answered, user("abcd")]);
+        assert!(estimated < 100, "{estimated}");
+    }
+}
