@@ -65,15 +65,34 @@ pub(crate) enum ModelChoice {
     /// The embedded scripted model.
     #[default]
     Scripted,
-    /// An OpenAI-compatible model id.
+    /// An OpenAI-compatible model id (`openai:MODEL`, needs `--base-url`).
     OpenAi(String),
+    /// An Anthropic model id (`anthropic:MODEL`).
+    Anthropic(String),
+    /// A model of a models-file provider (`PROVIDER:MODEL`).
+    Listed {
+        /// The provider id in the models file.
+        provider: String,
+        /// The model id.
+        id: String,
+    },
 }
 
 fn parse_model(text: &str) -> Result<ModelChoice, String> {
     match text.split_once(':') {
         None if text == "scripted" => Ok(ModelChoice::Scripted),
         Some(("openai", m)) if !m.is_empty() => Ok(ModelChoice::OpenAi(m.into())),
-        _ => Err("expected scripted or openai:MODEL".into()),
+        Some(("anthropic", m)) if !m.is_empty() => Ok(ModelChoice::Anthropic(m.into())),
+        Some((p, m)) if !p.is_empty() && !m.is_empty() && p != "scripted" => {
+            Ok(ModelChoice::Listed {
+                provider: p.into(),
+                id: m.into(),
+            })
+        }
+        _ => Err(
+            "expected scripted, openai:MODEL, anthropic:MODEL or PROVIDER:MODEL from --models"
+                .into(),
+        ),
     }
 }
 
@@ -105,16 +124,28 @@ pub(crate) struct ServeArgs {
     /// Server identity (default: kept in <sessions-dir>/server-id).
     #[arg(long, value_name = "UUID", value_parser = parse_server_id)]
     pub(crate) server_id: Option<ServerId>,
-    /// Default model: scripted (offline) or openai:MODEL (an OpenAI-compatible server, see
-    /// --base-url).
+    /// Default model: scripted (offline), openai:MODEL (an OpenAI-compatible server, see
+    /// --base-url), anthropic:MODEL, or PROVIDER:MODEL from the models file.
     #[arg(long, value_name = "M", default_value = "scripted", value_parser = parse_model)]
     pub(crate) model: ModelChoice,
-    /// OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.
+    /// Endpoint of the --model provider, e.g. https://api.openai.com/v1 or
+    /// http://127.0.0.1:8000/v1 (required for openai:, default for anthropic: the public API).
     #[arg(long, value_name = "URL")]
     pub(crate) base_url: Option<String>,
-    /// Environment variable holding the API key (optional).
+    /// Environment variable holding the --model provider's API key (openai: none by default;
+    /// anthropic: ANTHROPIC_API_KEY).
     #[arg(long, value_name = "NAME")]
     pub(crate) api_key_env: Option<String>,
+    /// Extra trusted CA certificates (PEM) for the --model provider's HTTPS endpoint.
+    #[arg(long, value_name = "PEM")]
+    pub(crate) ca_file: Option<PathBuf>,
+    /// Send the --model provider's key over plain http:// to a non-loopback host.
+    #[arg(long)]
+    pub(crate) allow_insecure_key: bool,
+    /// Models file (TOML) listing providers and models (default
+    /// $XDG_CONFIG_HOME/baton/models.toml, else ~/.config/baton/models.toml, if it exists).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) models: Option<PathBuf>,
     /// Hello deadline in milliseconds (default 5000).
     #[arg(long, value_name = "N")]
     pub(crate) handshake_timeout_ms: Option<u64>,
@@ -204,6 +235,23 @@ pub(crate) fn parse(
                     "--model openai:MODEL needs --base-url",
                 ));
             }
+            if matches!(s.model, ModelChoice::Scripted | ModelChoice::Listed { .. }) {
+                let unused = [
+                    ("--base-url", s.base_url.is_some()),
+                    ("--api-key-env", s.api_key_env.is_some()),
+                    ("--ca-file", s.ca_file.is_some()),
+                    ("--allow-insecure-key", s.allow_insecure_key),
+                ];
+                if let Some((flag, _)) = unused.iter().find(|(_, set)| *set) {
+                    return Err(serve_error(
+                        &mut cmd,
+                        ErrorKind::ArgumentConflict,
+                        &format!(
+                            "{flag} has no effect with this --model (it configures openai:MODEL or anthropic:MODEL; a models-file provider is configured in the file)"
+                        ),
+                    ));
+                }
+            }
             Command::Serve(s)
         }
         CliCommand::Certs(c) => Command::Certs(match c.client {
@@ -228,6 +276,8 @@ fn serve_error(cmd: &mut clap::Command, kind: ErrorKind, message: &str) -> clap:
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     fn p(line: &str) -> Result<Command, clap::Error> {
@@ -252,6 +302,28 @@ mod tests {
         assert_eq!(s.max_frame_length, Some(1024));
         assert!(s.allow_insecure_remote);
         assert!(!s.no_confine, "tools are confined unless asked otherwise");
+    }
+
+    #[test]
+    fn provider_models_and_their_flags_parse() {
+        let Ok(Command::Serve(s)) =
+            p("serve --model anthropic:claude-x --ca-file ca.pem --api-key-env K --models m.toml")
+        else {
+            panic!("serve did not parse");
+        };
+        assert_eq!(s.model, ModelChoice::Anthropic("claude-x".into()));
+        assert_eq!(s.ca_file.as_deref(), Some(Path::new("ca.pem")));
+        assert_eq!(s.models.as_deref(), Some(Path::new("m.toml")));
+        let Ok(Command::Serve(s)) = p("serve --model local:qwen3:8b") else {
+            panic!("serve did not parse");
+        };
+        assert_eq!(
+            s.model,
+            ModelChoice::Listed {
+                provider: "local".into(),
+                id: "qwen3:8b".into()
+            }
+        );
     }
 
     #[test]
@@ -306,6 +378,11 @@ mod tests {
             "nope",
             "serve --model gpt",
             "serve --model openai:m",
+            "serve --model scripted --base-url http://127.0.0.1:1/v1",
+            "serve --api-key-env KEY",
+            "serve --model local:qwen --ca-file ca.pem",
+            "serve --model anthropic:",
+            "serve --model :m",
             "serve --tls-cert a.pem",
             "serve --server-id 123",
             "serve --max-frame-length x",

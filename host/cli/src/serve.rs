@@ -7,9 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_host::clock::SystemClock;
-use baton_host::models::{ModelInfo, ModelRegistry};
+use baton_host::models::ModelRegistry;
 use baton_host::provider::ModelRef;
-use baton_host::provider::openai::{OpenAiConfig, OpenAiProvider};
+use baton_host::provider::config::{
+    ModelSpec, ModelsFile, ProviderConfig, ProviderKind, build_provider, default_models_path,
+};
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::{AccessPolicy, ServiceHost, ServiceLimits};
 use baton_host::session::{HostConfig, SessionManager};
@@ -45,7 +47,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
     };
     // The manager creates the directory (0700) and takes its lock; only then is the id file
     // read or written, so two hosts never race for it and it is never created world-readable.
-    let (models, default_model) = models(&args);
+    let (models, default_model) = models(&args)?;
     let mut config = HostConfig::new(&sessions_dir);
     config.default_model = default_model;
     config.session.bash.confine = !args.no_confine;
@@ -213,22 +215,89 @@ pub(crate) fn random_server_id() -> Result<ServerId, Failure> {
     Ok(ServerId::from_random_bytes(b))
 }
 
-fn models(args: &ServeArgs) -> (ModelRegistry, Option<ModelRef>) {
+/// The registry: the scripted model, the models file's (`--models`, else the default path if
+/// it exists), and the `--model` provider's. Problems that may be fixed outside the host (an
+/// unset key variable, a bad URL, a missing CA file) are warnings naming them; a models file
+/// that cannot be used, or a `--model` it does not list, is a start-up error.
+fn models(args: &ServeArgs) -> Result<(ModelRegistry, Option<ModelRef>), Failure> {
     let mut registry = ModelRegistry::scripted(ScriptedConfig::default());
-    let ModelChoice::OpenAi(model) = &args.model else {
-        return (registry, None);
+    let env = |name: &str| std::env::var(name).ok();
+    let file = match &args.models {
+        Some(path) => Some(ModelsFile::load(path).map_err(|e| Failure::new(e.to_string()))?),
+        None => match default_models_path().filter(|p| p.exists()) {
+            Some(path) => Some(ModelsFile::load(&path).map_err(|e| Failure::new(e.to_string()))?),
+            None => None,
+        },
     };
-    let base_url = args.base_url.clone().unwrap_or_default();
-    let mut config = OpenAiConfig::new(&base_url);
-    config.api_key_env = args.api_key_env.clone();
-    let info = ModelInfo {
-        provider: "openai".into(),
-        id: model.clone(),
-        name: format!("{model} (OpenAI-compatible, {base_url})"),
+    let mut warnings = Vec::new();
+    let mut default = None;
+    let direct = match &args.model {
+        ModelChoice::Scripted => None,
+        ModelChoice::OpenAi(model) => {
+            let mut config = ProviderConfig::openai(args.base_url.clone().unwrap_or_default());
+            config.api_key_env = args.api_key_env.clone();
+            Some((config, model))
+        }
+        ModelChoice::Anthropic(model) => {
+            let mut config = ProviderConfig::anthropic();
+            if let Some(url) = &args.base_url {
+                config.base_url.clone_from(url);
+            }
+            if let Some(name) = &args.api_key_env {
+                config.api_key_env = Some(name.clone());
+            }
+            Some((config, model))
+        }
+        ModelChoice::Listed { provider, id } => {
+            let listed = file.as_ref().is_some_and(|f| {
+                f.providers
+                    .iter()
+                    .any(|p| p.config.id == *provider && p.models.iter().any(|m| m.id == *id))
+            });
+            if !listed {
+                return Err(Failure::new(format!(
+                    "--model {provider}:{id}: no such model in the models file{}",
+                    if file.is_none() {
+                        " (none was given or found)"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+            default = Some(ModelRef::new(provider, id));
+            None
+        }
     };
-    let default = info.model_ref();
-    registry.register(info, Arc::new(OpenAiProvider::new(config)));
-    (registry, Some(default))
+    if let Some((mut config, model)) = direct {
+        config.ca_file.clone_from(&args.ca_file);
+        config.allow_insecure_key = args.allow_insecure_key;
+        warnings.extend(config.validate(&env));
+        // The models file's entry for the same model lends its limits and prices.
+        let spec = file
+            .as_ref()
+            .and_then(|f| f.providers.iter().find(|p| p.config.kind == config.kind))
+            .and_then(|p| p.models.iter().find(|m| m.id == *model))
+            .cloned()
+            .unwrap_or_else(|| ModelSpec::new(model.clone()));
+        let (mut info, meta) = spec.info(&config);
+        if spec.name.is_none() {
+            let kind = match config.kind {
+                ProviderKind::OpenAi => "OpenAI-compatible",
+                ProviderKind::Anthropic => "Anthropic",
+            };
+            info.name = format!("{model} ({kind}, {})", config.base_url);
+        }
+        default = Some(info.model_ref());
+        registry.register_with_meta(info, meta, build_provider(&config, &[spec]));
+    }
+    if let Some(file) = &file {
+        warnings.extend(file.validate(&env));
+        file.register(&mut registry);
+    }
+    for w in &warnings {
+        tracing::warn!(provider = %w.provider, "{}", w.message);
+    }
+    Ok((registry, default))
 }
 
 /// The socket directory `baton` searches: `$XDG_RUNTIME_DIR/baton` or `/tmp/baton-<uid>`.
