@@ -2,7 +2,7 @@
 //!
 //! Handles talk to the connection task through one bounded command channel; every answer
 //! comes back on the caller's own `oneshot`. The request table lives in the task's
-//! [`ClientConn`](crate::conn::ClientConn) only.
+//! `ClientConn` (`crate::conn`) only.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

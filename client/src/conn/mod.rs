@@ -24,9 +24,9 @@
 //!   timer from [`poll_timeout`](ClientConn::poll_timeout).
 //! * `now` must not go backwards.
 //!
-//! While the first transport is handshaking, [`take_handshake_failure`]
-//! (ClientConn::take_handshake_failure) says why it failed and [`is_live`](ClientConn::is_live)
-//! that it succeeded.
+//! While a transport is handshaking,
+//! [`take_handshake_failure`](ClientConn::take_handshake_failure) says why it failed and
+//! [`is_live`](ClientConn::is_live) that it succeeded.
 //!
 //! Request numbers come from a [`RequestNumbers`] allocator the handles share, so a caller
 //! can name its request in a later [`Command::Cancel`] before the core has seen it; the
