@@ -553,7 +553,11 @@ async fn state_converts_to_a_protocol_value_with_the_documented_keys() {
             "model",
             "thinkingLevel",
             "transcript",
-            "queuedSteer"
+            "queuedSteer",
+            "turnId",
+            "followUps",
+            "attached",
+            "compaction"
         ]
     );
     assert_eq!(map.get("phase").unwrap().as_str(), Some("idle"));
