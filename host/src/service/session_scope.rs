@@ -546,3 +546,47 @@ impl Drop for SessionLease {
         self.leave();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+
+    use baton_server::ClientCertificate;
+    use rcgen::{CertificateParams, DnType, KeyPair};
+
+    use super::*;
+
+    #[test]
+    fn presence_names_say_who_the_transport_verified_and_never_a_fingerprint() {
+        let unix = |name: Option<&str>| PeerIdentity::Unix {
+            uid: 1000,
+            user_name: name.map(str::to_owned),
+            gid: 1000,
+            pid: Some(42),
+        };
+        assert_eq!(
+            presence_name(Some(&unix(Some("alice")))),
+            "uid 1000 (alice)"
+        );
+        assert_eq!(presence_name(Some(&unix(None))), "uid 1000");
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, "bob");
+        let cert = ClientCertificate::from_der(params.self_signed(&key).unwrap().der().clone());
+        let fingerprint = cert.sha256_fingerprint_hex();
+        let tls = PeerIdentity::Tls {
+            addr: SocketAddr::from(([127, 0, 0, 1], 1)),
+            client_certificate: Arc::new(cert),
+        };
+        let shown = presence_name(Some(&tls));
+        assert_eq!(shown, "certificate bob");
+        assert!(!shown.contains(&fingerprint));
+        let tcp = PeerIdentity::Tcp {
+            addr: SocketAddr::from(([127, 0, 0, 1], 9)),
+            loopback: true,
+        };
+        assert_eq!(presence_name(Some(&tcp)), "anonymous (tcp 127.0.0.1)");
+        assert_eq!(presence_name(None), "local (in-process)");
+    }
+}

@@ -5,7 +5,9 @@
 //!
 //! Policy (upstream's `shouldCompact` / `findCutPoint` are the reference):
 //! * **When.** After a turn settles normally, if the estimated context tokens exceed the
-//!   model's context window minus [`CompactionSettings::reserve_tokens`]; or by hand
+//!   model's context window (its registry entry's, else
+//!   [`CompactionSettings::default_context_window`]) minus
+//!   [`CompactionSettings::reserve_tokens`]; or by hand
 //!   ([`SessionRuntime::compact_now`], `pi.session` `compact`).
 //! * **Estimate.** The last settled response's reported usage (if it came after the latest
 //!   summary) plus about four characters per token for everything after it.
@@ -283,15 +285,18 @@ pub async fn summarise(
     Ok(text)
 }
 
-/// The context window of `model` ([`CompactionSettings::default_context_window`] when the
-/// registry names none).
+/// The context window of `model`: its registry entry's (`ModelMeta::context_window`, e.g.
+/// from the models file), else [`CompactionSettings::default_context_window`].
 pub(super) fn context_window(
-    _models: &ModelRegistry,
-    _model: &ModelRef,
+    models: &ModelRegistry,
+    model: &ModelRef,
     settings: &CompactionSettings,
 ) -> u64 {
-    // The registry's `ModelInfo` names no context window yet.
-    settings.default_context_window
+    models
+        .meta(model)
+        .and_then(|m| m.context_window)
+        .filter(|w| *w > 0)
+        .unwrap_or(settings.default_context_window)
 }
 
 /// One message as text for the summarisation request.

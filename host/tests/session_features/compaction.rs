@@ -124,6 +124,43 @@ async fn a_turn_that_crosses_the_threshold_is_followed_by_a_compaction_before_th
 }
 
 #[tokio::test]
+async fn the_threshold_uses_the_models_own_context_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeProvider::new(vec![reply("answer"), reply("WINDOW-SUMMARY")]);
+    // The default window (1,000,000) is far away; the model's own (4,000) is not.
+    let m = manager_with(
+        dir.path(),
+        registry_with_window(fake.clone(), 4000),
+        small(200, 1_000_000, 1000),
+    );
+    let (_, s) = open_new(&m, Some(fake_model()));
+    s.import_history(history(8, 2000)).unwrap();
+    s.prompt("one more").await.unwrap();
+    idle(&s).await;
+    assert!(first_is_summary(&s.messages(), "WINDOW-SUMMARY"));
+    m.shutdown().await;
+
+    // Under the threshold nothing is summarised.
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeProvider::new(vec![reply("answer")]);
+    let m = manager_with(
+        dir.path(),
+        registry_with_window(fake.clone(), 1_000_000),
+        small(200, 4000, 1000),
+    );
+    let (_, s) = open_new(&m, Some(fake_model()));
+    s.import_history(history(8, 2000)).unwrap();
+    s.prompt("one more").await.unwrap();
+    idle(&s).await;
+    assert_eq!(fake.seen().len(), 1);
+    assert!(!matches!(
+        s.messages().first(),
+        Some(AgentMessage::CompactionSummary(_))
+    ));
+    m.shutdown().await;
+}
+
+#[tokio::test]
 async fn the_scripted_model_summarises_deterministically() {
     let summarise_once = || async {
         let dir = tempfile::tempdir().unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use baton_host::BoxFuture;
 use baton_host::clock::ManualClock;
 use baton_host::message::StopReason;
-use baton_host::models::ModelRegistry;
+use baton_host::models::{ModelMeta, ModelRegistry};
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::provider::{ModelRef, ModelRequest, Provider, ProviderEvent, ProviderStream};
 use baton_host::session::{
@@ -128,6 +128,44 @@ pub(crate) fn fake_model() -> ModelRef {
     ModelRef::new("fake", "fake-model")
 }
 
+/// The scripted model plus `fake` as `fake/fake-model` with a `window`-token context.
+pub(crate) fn registry_with_window(fake: Arc<FakeProvider>, window: u64) -> ModelRegistry {
+    let mut r = ModelRegistry::scripted(ScriptedConfig {
+        token_delay: Duration::ZERO,
+    });
+    let mut info = r.list()[0].clone();
+    info.provider = "fake".into();
+    info.id = "fake-model".into();
+    info.name = "Fake".into();
+    r.register_with_meta(
+        info,
+        ModelMeta {
+            context_window: Some(window),
+            ..ModelMeta::default()
+        },
+        fake,
+    );
+    r
+}
+
+/// A manager over `registry`.
+pub(crate) fn manager_with(
+    dir: &Path,
+    registry: ModelRegistry,
+    compaction: CompactionSettings,
+) -> SessionManager {
+    let mut config = HostConfig::new(dir.join("sessions"));
+    config.default_cwd = dir.to_path_buf();
+    config.fsync = FsyncPolicy::Never;
+    config.session.compaction = compaction;
+    SessionManager::new(
+        config,
+        registry,
+        Arc::new(ManualClock::new(1_748_568_000_000, 1)),
+    )
+    .unwrap()
+}
+
 /// The scripted model (zero delay) plus `fake` as `fake/fake-model`.
 pub(crate) fn registry(fake: Option<Arc<FakeProvider>>) -> ModelRegistry {
     let mut r = ModelRegistry::scripted(ScriptedConfig {
@@ -149,16 +187,7 @@ pub(crate) fn manager(
     fake: Option<Arc<FakeProvider>>,
     compaction: CompactionSettings,
 ) -> SessionManager {
-    let mut config = HostConfig::new(dir.join("sessions"));
-    config.default_cwd = dir.to_path_buf();
-    config.fsync = FsyncPolicy::Never;
-    config.session.compaction = compaction;
-    SessionManager::new(
-        config,
-        registry(fake),
-        Arc::new(ManualClock::new(1_748_568_000_000, 1)),
-    )
-    .unwrap()
+    manager_with(dir, registry(fake), compaction)
 }
 
 pub(crate) fn open_new(m: &SessionManager, model: Option<ModelRef>) -> (String, SessionRuntime) {
