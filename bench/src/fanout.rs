@@ -275,32 +275,11 @@ pub async fn floor(n: usize, frame_len: usize, plan: &Plan) -> FanResult {
         client.set_nodelay(true).expect("nodelay");
         server.set_nodelay(true).expect("nodelay");
         let seen = Arc::new(AtomicU64::new(0));
-        let mut rx = tx.subscribe();
-        let lost = Arc::clone(&lost);
-        tasks.push(tokio::spawn(async move {
-            let mut server = server;
-            let mut buf = BytesMut::with_capacity(32 * 1024);
-            loop {
-                match rx.recv().await {
-                    Ok(b) => buf.extend_from_slice(&b),
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        lost.fetch_add(1, Ordering::Relaxed);
-                        return;
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return,
-                }
-                while buf.len() < 32 * 1024 {
-                    match rx.try_recv() {
-                        Ok(b) => buf.extend_from_slice(&b),
-                        Err(_) => break,
-                    }
-                }
-                if server.write_all(&buf).await.is_err() {
-                    return;
-                }
-                buf.clear();
-            }
-        }));
+        tasks.push(tokio::spawn(floor_writer(
+            server,
+            tx.subscribe(),
+            Arc::clone(&lost),
+        )));
         let s = Arc::clone(&seen);
         tasks.push(tokio::spawn(async move {
             let mut client = client;
@@ -349,6 +328,36 @@ pub async fn floor(n: usize, frame_len: usize, plan: &Plan) -> FanResult {
         per_sec,
         cpu_per_m,
         lost: lost.load(Ordering::Relaxed),
+    }
+}
+
+/// The floor's writer for one subscriber: whatever is queued (≤ 32 KiB) leaves in one write;
+/// a receiver that lags counts as lost and stops.
+pub async fn floor_writer(
+    mut server: TcpStream,
+    mut rx: broadcast::Receiver<Bytes>,
+    lost: Arc<AtomicU64>,
+) {
+    let mut buf = BytesMut::with_capacity(32 * 1024);
+    loop {
+        match rx.recv().await {
+            Ok(b) => buf.extend_from_slice(&b),
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                lost.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+        while buf.len() < 32 * 1024 {
+            match rx.try_recv() {
+                Ok(b) => buf.extend_from_slice(&b),
+                Err(_) => break,
+            }
+        }
+        if server.write_all(&buf).await.is_err() {
+            return;
+        }
+        buf.clear();
     }
 }
 

@@ -1,9 +1,10 @@
 //! `baton-bench`: transport, fan-out, memory and client-rebuild benchmarks for baton, side by
-//! side with tarpc, jsonrpsee and a bare tokio floor, in one process on one tokio runtime with
-//! 2 worker threads (client and server share it, so CPU figures cover both ends).
+//! side with tarpc, jsonrpsee, tonic and a bare tokio floor, in one process on one tokio
+//! runtime with 2 worker threads (client and server share it, so CPU figures cover both ends);
+//! the idle-connection figure and the fan-out scale curve keep their peers in a child process.
 //!
 //! ```sh
-//! cargo run --release --manifest-path bench/Cargo.toml            # full run, ~5 min
+//! cargo run --release --manifest-path bench/Cargo.toml            # full run, ~15 min
 //! cargo run --release --manifest-path bench/Cargo.toml -- --quick # harness smoke, seconds
 //! ```
 //!
@@ -15,7 +16,8 @@
 //! comma-separated words (for profiling one of them); memory and rebuild then run only if
 //! listed (`memory`, `rebuild`). `BENCH_WORKLOADS=fanout` (or `unary`, comma-separated) runs
 //! only those workloads of the unary and fan-out sections; `BENCH_LEVELS=100,1000` sets the
-//! fan-out subscriber counts.
+//! fan-out subscriber counts. `BENCH_WORKLOADS=scale` runs only the scale curves (CPU per
+//! request against 1 … 1,000 connections, CPU per delivery against 1 … 10,000 subscribers).
 //!
 //! Every workload runs in rounds; within a round each implementation runs once, in an order
 //! that reverses every round, so load from elsewhere on the machine hits all alike. The table
@@ -28,9 +30,12 @@
 #![allow(clippy::print_stdout, clippy::print_stderr, clippy::disallowed_methods)]
 
 mod fanout;
+mod fanscale;
+mod grpc;
 mod memory;
 mod ours;
 mod rebuild;
+mod scale;
 mod session;
 mod unary;
 mod util;
@@ -38,7 +43,7 @@ mod util;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use util::{Plan, fmt_num, fmt_ratio, loadavg, median};
+use util::{Plan, fmt_count, fmt_num, fmt_ratio, loadavg, median};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
@@ -48,6 +53,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         memory::child(&path, n)?;
         return Ok(());
     }
+    if args.get(1).map(String::as_str) == Some("--fan-child") {
+        let usage = "--fan-child ours|floor TARGET N ARG";
+        let arg = |i: usize| args.get(i).map(String::as_str).ok_or(usage);
+        return fanscale::child(arg(2)?, arg(3)?, arg(4)?.parse()?, arg(5)?);
+    }
+    // One fd per connection: the scale curves and the idle figure need the hard limit.
+    util::raise_fd_limit();
     let quick = args.iter().any(|a| a == "--quick")
         || std::env::var("BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
     let mut plan = Plan::new(quick);
@@ -196,6 +208,22 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
+    // Connection scale curve.
+    let scale_imps: Vec<&str> = scale::IMPS
+        .into_iter()
+        .filter(|i| wanted(i) && workload("scale"))
+        .collect();
+    for r in 0..plan.rounds {
+        for &n in &plan.scale_levels {
+            for imp in order(&scale_imps, r) {
+                eprintln!("connection scale round {r}: {imp} × {n}");
+                let p = scale::run(imp, n, &clients.addrs, &plan).await?;
+                push(&mut s, &format!("scale {n} rps"), imp, p.rps);
+                push(&mut s, &format!("scale {n} cpu"), imp, p.cpu_us);
+            }
+        }
+    }
+
     // Fan-out. Our update frame length sets the floor's frame length.
     let frame_len = {
         let mut enc = baton_protocol::chord::StateEncoder::new();
@@ -227,6 +255,29 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
                 push(&mut s, &format!("fan {n} rate"), imp, res.per_sec);
                 push(&mut s, &format!("fan {n} cpu"), imp, res.cpu_per_m);
                 *lost.entry((n, imp)).or_default() += res.lost;
+            }
+        }
+    }
+
+    // Subscriber scale curve (subscribers in a child process).
+    let fscale_imps: Vec<&str> = ["ours", "floor"]
+        .into_iter()
+        .filter(|i| wanted(i) && workload("scale"))
+        .collect();
+    for r in 0..plan.rounds {
+        for &n in &plan.fan_scale_levels {
+            for imp in order(&fscale_imps, r) {
+                run_id += 1;
+                eprintln!("subscriber scale round {r}: {imp} × {n}");
+                let p = if imp == "ours" {
+                    fanscale::ours(&srv, n, run_id, &plan).await?
+                } else {
+                    fanscale::floor(n, frame_len, &plan).await?
+                };
+                push(&mut s, &format!("fscale {n} rate"), imp, p.per_sec);
+                push(&mut s, &format!("fscale {n} cpu"), imp, p.cpu_per_m);
+                push(&mut s, &format!("fscale {n} srv"), imp, p.server_cpu_per_m);
+                *lost.entry((n + 1_000_000, imp)).or_default() += p.lost;
             }
         }
     }
@@ -318,48 +369,39 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
         &'static str,
         Option<(bool, f64)>,
     );
-    let goals: [Goal; 9] = [
+    // Issue 13's goals first; issue 7's jsonrpsee goal and the floor shares stay as context.
+    let goals: [Goal; 11] = [
+        ("pipe rps", "ours tcp", "tarpc", "≥ 1.5×", Some((true, 1.5))),
+        ("pipe rps", "ours tcp", "tonic", "≥ 1.5×", Some((true, 1.5))),
         (
             "pipe rps",
             "ours tcp",
             "jsonrpsee",
-            "≥ 2×",
+            "≥ 2× (issue 7)",
             Some((true, 2.0)),
         ),
-        ("pipe rps", "ours tcp", "tarpc", "≥ 1.2×", Some((true, 1.2))),
-        (
-            "pipe rps",
-            "ours tcp",
-            "floor tcp",
-            "≥ 0.6×",
-            Some((true, 0.6)),
-        ),
-        (
-            "pipe rps",
-            "ours unix",
-            "floor unix",
-            "(≥ 0.6×)",
-            Some((true, 0.6)),
-        ),
+        ("pipe rps", "ours tcp", "floor tcp", "info", None),
+        ("pipe rps", "ours unix", "floor unix", "info", None),
         ("pipe rps", "ours tls", "ours tcp", "info", None),
         (
             "seq p50",
             "ours tcp",
             "floor tcp",
-            "≤ 1.3×",
-            Some((false, 1.3)),
+            "≤ 1.1×",
+            Some((false, 1.1)),
+        ),
+        ("seq p50", "ours tcp", "tarpc", "≤ 1×", Some((false, 1.0))),
+        (
+            "seq p50",
+            "ours tcp",
+            "tonic",
+            "info (lower is better)",
+            None,
         ),
         (
             "seq p50",
             "ours unix",
             "floor unix",
-            "(≤ 1.3×)",
-            Some((false, 1.3)),
-        ),
-        (
-            "seq p50",
-            "ours tcp",
-            "tarpc",
             "info (lower is better)",
             None,
         ),
@@ -381,7 +423,42 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
         let st = judge.map_or_else(String::new, |(ge, target)| goal(v, ge, target));
         println!("| {name}: {a} ÷ {b} | {} | {g} | {st} |", fmt_ratio(v));
     }
+    let cpu = med(&s, "pipe cpu", "ours tcp");
+    println!(
+        "| pipelined CPU µs / request (both ends), ours tcp | {} µs | ≤ 3 µs | {} |",
+        fmt_num(cpu),
+        goal(cpu, false, 3.0)
+    );
     println!();
+    if !scale_imps.is_empty() {
+        println!(
+            "### Connection scale curve: CPU µs per request (both ends) and req/s, {} calls in flight per connection (medians over rounds)\n",
+            scale::SCALE_WINDOW
+        );
+        print!("| connections |");
+        for i in &scale_imps {
+            print!(" {i} CPU µs / req |");
+        }
+        for i in &scale_imps {
+            print!(" {i} req/s |");
+        }
+        println!(" ours ÷ tarpc CPU |");
+        println!("| ---: |{}", " ---: |".repeat(2 * scale_imps.len() + 1));
+        for &n in &plan.scale_levels {
+            print!("| {} |", fmt_count(n));
+            for i in &scale_imps {
+                print!(" {} |", fmt_num(med(&s, &format!("scale {n} cpu"), i)));
+            }
+            for i in &scale_imps {
+                print!(" {} |", fmt_num(med(&s, &format!("scale {n} rps"), i)));
+            }
+            println!(
+                " {} |",
+                fmt_ratio(ratio(&format!("scale {n} cpu"), "ours tcp", "tarpc"))
+            );
+        }
+        println!();
+    }
     println!(
         "### Subscription fan-out ({frame_len}-byte `service_update` frames with one `a` op; medians over rounds)\n"
     );
@@ -418,22 +495,64 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
         let v = med(&s, &format!("fan {top} rate"), "ours");
         let raw = med(&s, &format!("fan {top} rate"), "ours raw");
         println!(
-            "\nGoal: ≥ 1,000,000 deliveries/s at 1,000 subscribers — at {top}: {} ({}); server side only (raw subscribers): {} ({})\n",
+            "\nGoal (issue 13): ≥ 3,000,000 deliveries/s at 1,000 `baton_client` subscribers — at {top}: {} ({}); issue 7's 1,000,000: {}; server side only (raw subscribers): {} ({})\n",
             fmt_num(v),
+            goal(v, true, 3e6),
             goal(v, true, 1e6),
             fmt_num(raw),
-            goal(raw, true, 1e6)
+            goal(raw, true, 3e6)
         );
+    }
+    if !fscale_imps.is_empty() {
+        println!(
+            "### Subscriber scale curve: CPU s per million deliveries, subscribers in a child process (medians over rounds)\n"
+        );
+        println!(
+            "| subscribers | ours deliveries/s | floor deliveries/s | ours CPU s / M (both processes) | ours server process CPU s / M | floor CPU s / M (both) | floor server process CPU s / M | ours ÷ floor (deliveries/s) | resets / lagged (ours, floor) |"
+        );
+        println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+        for &n in &plan.fan_scale_levels {
+            let (rate, cpu, srv_cpu) = (
+                format!("fscale {n} rate"),
+                format!("fscale {n} cpu"),
+                format!("fscale {n} srv"),
+            );
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {}, {} |",
+                fmt_count(n),
+                fmt_num(med(&s, &rate, "ours")),
+                fmt_num(med(&s, &rate, "floor")),
+                fmt_num(med(&s, &cpu, "ours")),
+                fmt_num(med(&s, &srv_cpu, "ours")),
+                fmt_num(med(&s, &cpu, "floor")),
+                fmt_num(med(&s, &srv_cpu, "floor")),
+                fmt_ratio(ratio(&rate, "ours", "floor")),
+                lost.get(&(n + 1_000_000, "ours")).copied().unwrap_or(0),
+                lost.get(&(n + 1_000_000, "floor")).copied().unwrap_or(0),
+            );
+        }
+        println!();
     }
     println!("### Memory (Unix sockets)\n");
     println!("| figure | value | goal | status |");
     println!("| --- | ---: | --- | --- |");
     println!(
-        "| server RSS per idle connection ({} connections, handshaken, peers in a child process) | {} B ({:.1} KiB) | ≤ 64 KiB | {} |",
+        "| server RSS per idle connection ({} connections, handshaken, peers in a child process; fd limit {}) | {} B ({:.1} KiB) | ≤ 8 KiB | {} |",
         mem.connections,
+        mem.fd_limit,
         fmt_num(mem.per_connection),
         mem.per_connection / 1024.0,
-        goal(mem.per_connection, false, 65_536.0)
+        goal(mem.per_connection, false, 8_192.0)
+    );
+    println!(
+        "| the same over the second half only (marginal cost of one more connection) | {} B ({:.1} KiB) | ≤ 8 KiB | {} |",
+        fmt_num(mem.per_connection_marginal),
+        mem.per_connection_marginal / 1024.0,
+        goal(mem.per_connection_marginal, false, 8_192.0)
+    );
+    println!(
+        "| projected server RSS for 100,000 idle connections (marginal × 100,000) | {:.0} MiB | info | |",
+        mem.per_connection_marginal * 100_000.0 / (1024.0 * 1024.0)
     );
     println!(
         "| RSS per connected `baton_client::Client` + its server connection (both ends, {} clients) | {} B ({:.1} KiB) | info | |",

@@ -15,7 +15,7 @@ use baton_server::chord::{
 };
 use baton_server::{
     CallResult, Context, Listener, Presentation, Published, Publisher, Server, ServerConfig,
-    ServerHost, ServiceScope, ServiceError, SessionHandle, SessionMetadata, SharedUpdate,
+    ServerHost, ServiceError, ServiceScope, SessionHandle, SessionMetadata, SharedUpdate,
     TlsConfig,
 };
 

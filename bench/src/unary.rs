@@ -1,6 +1,7 @@
 //! Unary round trips: ours (Unix, TCP, TLS via `baton_client::Client::request`), the floor
-//! (bare tokio `LengthDelimitedCodec` echo over TCP and Unix), tarpc (bincode over TCP) and
-//! jsonrpsee (WebSocket over TCP). 64-byte payload; TCP_NODELAY on every TCP socket.
+//! (bare tokio `LengthDelimitedCodec` echo over TCP and Unix), tarpc (bincode over TCP),
+//! jsonrpsee (WebSocket over TCP) and tonic (gRPC over HTTP/2 on TCP, `grpc.rs`). 64-byte
+//! payload; TCP_NODELAY on every TCP socket.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -21,6 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
+use crate::grpc::{EchoRequest as GrpcEchoRequest, GrpcClient};
 use crate::ours::OursServer;
 use crate::util::{Plan, cpu_secs, quantile};
 
@@ -70,6 +72,8 @@ pub enum Handle {
     Tarpc(EchoClient, Vec<u8>),
     /// jsonrpsee WebSocket client.
     Json(Arc<WsClient>),
+    /// tonic client (clones share its one HTTP/2 connection).
+    Tonic(GrpcClient, Vec<u8>),
 }
 
 impl Handle {
@@ -92,6 +96,16 @@ impl Handle {
                 let r: String = c.request("echo", p).await.expect("jsonrpsee echo");
                 debug_assert_eq!(r.len(), 64);
             }
+            Self::Tonic(c, p) => {
+                // The generated client takes `&mut self`; a clone is the documented way to
+                // issue concurrent calls on one channel.
+                let r = c
+                    .clone()
+                    .echo(GrpcEchoRequest { payload: p.clone() })
+                    .await
+                    .expect("tonic echo");
+                debug_assert_eq!(r.into_inner().payload.len(), 64);
+            }
         }
     }
 }
@@ -110,6 +124,62 @@ pub struct Clients {
         Framed<UnixStream, LengthDelimitedCodec>,
         Option<Framed<UnixStream, LengthDelimitedCodec>>,
     ),
+    /// Where the TCP servers listen (the scale curve opens connections of its own).
+    pub addrs: Addrs,
+}
+
+/// The TCP addresses of the unary servers.
+#[derive(Debug, Clone, Copy)]
+pub struct Addrs {
+    /// ours (baton over TCP).
+    pub ours_tcp: SocketAddr,
+    /// The floor echo.
+    pub floor_tcp: SocketAddr,
+    /// tarpc.
+    pub tarpc: SocketAddr,
+    /// tonic.
+    pub tonic: SocketAddr,
+}
+
+/// A baton client over TCP to `addr`, set up for `bench.echo`.
+pub async fn connect_ours_tcp(addr: SocketAddr) -> Result<Handle, Box<dyn std::error::Error>> {
+    let config = ClientConfig::new(Endpoint::Tcp {
+        host: addr.ip().to_string(),
+        port: addr.port(),
+    });
+    let c = Client::connect(config).await?;
+    let t = c.server_target();
+    Ok(Handle::Ours(c, t, ours_call()))
+}
+
+/// A tarpc client on its own TCP connection to `addr`.
+pub async fn connect_tarpc(addr: SocketAddr) -> Result<Handle, Box<dyn std::error::Error>> {
+    let ts = TcpStream::connect(addr).await?;
+    ts.set_nodelay(true)?;
+    let t = tarpc::serde_transport::new(Framed::new(ts, codec()), Bincode::default());
+    let tc = EchoClient::new(tarpc::client::Config::default(), t).spawn();
+    Ok(Handle::Tarpc(tc, PAYLOAD.as_bytes().to_vec()))
+}
+
+/// A tonic client on its own HTTP/2 connection to `addr`.
+pub async fn connect_tonic(addr: SocketAddr) -> Result<Handle, Box<dyn std::error::Error>> {
+    Ok(Handle::Tonic(
+        crate::grpc::connect(addr).await?,
+        PAYLOAD.as_bytes().to_vec(),
+    ))
+}
+
+/// A floor connection over TCP to `addr`.
+pub async fn connect_floor_tcp(
+    addr: SocketAddr,
+) -> std::io::Result<Framed<TcpStream, LengthDelimitedCodec>> {
+    let s = TcpStream::connect(addr).await?;
+    s.set_nodelay(true)?;
+    Ok(Framed::new(s, codec()))
+}
+
+fn ours_call() -> Value {
+    ServiceCall::new("bench", "echo", vec![Value::from(PAYLOAD)]).into_value()
 }
 
 fn codec() -> LengthDelimitedCodec {
@@ -161,8 +231,9 @@ pub async fn setup(ours: &OursServer, dir: &Path) -> Result<Clients, Box<dyn std
         }
     });
     let json_addr = start_jsonrpsee().await?;
+    let tonic_addr = crate::grpc::start()?;
 
-    let ours_call = ServiceCall::new("bench", "echo", vec![Value::from(PAYLOAD)]).into_value();
+    let ours_call = ours_call();
     let mut handles = Vec::new();
     for (name, endpoint) in [
         ("ours unix", Endpoint::Unix(ours.unix.clone())),
@@ -190,22 +261,15 @@ pub async fn setup(ours: &OursServer, dir: &Path) -> Result<Clients, Box<dyn std
         let t = c.server_target();
         handles.push((name, Handle::Ours(c, t, ours_call.clone())));
     }
-    let ts = TcpStream::connect(tarpc_addr).await?;
-    ts.set_nodelay(true)?;
-    let t = tarpc::serde_transport::new(Framed::new(ts, codec()), Bincode::default());
-    let tc = EchoClient::new(tarpc::client::Config::default(), t).spawn();
-    handles.push(("tarpc", Handle::Tarpc(tc, PAYLOAD.as_bytes().to_vec())));
+    handles.push(("tarpc", connect_tarpc(tarpc_addr).await?));
+    handles.push(("tonic", connect_tonic(tonic_addr).await?));
     let jc = WsClientBuilder::default()
         .set_tcp_no_delay(true)
         .build(format!("ws://{json_addr}"))
         .await?;
     handles.push(("jsonrpsee", Handle::Json(Arc::new(jc))));
 
-    let tcp = |a: SocketAddr| async move {
-        let s = TcpStream::connect(a).await?;
-        s.set_nodelay(true)?;
-        Ok::<_, std::io::Error>(Framed::new(s, codec()))
-    };
+    let tcp = connect_floor_tcp;
     let unix = |p: std::path::PathBuf| async move {
         Ok::<_, std::io::Error>(Framed::new(UnixStream::connect(p).await?, codec()))
     };
@@ -216,6 +280,12 @@ pub async fn setup(ours: &OursServer, dir: &Path) -> Result<Clients, Box<dyn std
             unix(floor_path.clone()).await?,
             Some(unix(floor_path).await?),
         ),
+        addrs: Addrs {
+            ours_tcp: SocketAddr::from(([127, 0, 0, 1], ours.tcp_port)),
+            floor_tcp: floor_addr,
+            tarpc: tarpc_addr,
+            tonic: tonic_addr,
+        },
     })
 }
 
@@ -307,32 +377,60 @@ async fn window(count: &AtomicU64, stop: &AtomicBool, plan: &Plan) -> PipeResult
 pub async fn pipe_handle(h: &Handle, plan: &Plan) -> PipeResult {
     let count = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
-    let loops = (0..plan.window).map(|_| {
-        let (h, count, stop) = (h.clone(), Arc::clone(&count), Arc::clone(&stop));
-        async move {
-            while !stop.load(Ordering::Relaxed) {
-                h.call().await;
-                count.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    });
-    let task = tokio::spawn(futures::future::join_all(loops));
+    let task = spawn_call_loops(h, plan.window, &count, &stop);
     let r = window(&count, &stop, plan).await;
     let _ = task.await;
     r
 }
 
+/// `n` call loops on `h`, joined in one task, counting into `count` until `stop`.
+pub fn spawn_call_loops(
+    h: &Handle,
+    n: usize,
+    count: &Arc<AtomicU64>,
+    stop: &Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    let loops: Vec<_> = (0..n)
+        .map(|_| {
+            let (h, count, stop) = (h.clone(), Arc::clone(count), Arc::clone(stop));
+            async move {
+                while !stop.load(Ordering::Relaxed) {
+                    h.call().await;
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+        .collect();
+    tokio::spawn(async move {
+        futures::future::join_all(loops).await;
+    })
+}
+
 /// Pipelined floor: one task keeps `plan.window` requests outstanding, feeds one request per
 /// response and flushes only when no further response is immediately readable.
 pub async fn pipe_floor<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
-    mut f: Framed<S, LengthDelimitedCodec>,
+    f: Framed<S, LengthDelimitedCodec>,
     plan: &Plan,
 ) -> (PipeResult, Framed<S, LengthDelimitedCodec>) {
     let count = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
-    let n = plan.window;
-    let task = {
-        let (count, stop) = (Arc::clone(&count), Arc::clone(&stop));
+    let task = spawn_floor_loop(f, plan.window, &count, &stop);
+    let r = window(&count, &stop, plan).await;
+    let f = task.await.expect("floor task");
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    (r, f)
+}
+
+/// The floor's pipelining client on `f`: one task keeps `n` requests outstanding, counting
+/// into `count` until `stop`; returns the connection when every response is in.
+pub fn spawn_floor_loop<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    mut f: Framed<S, LengthDelimitedCodec>,
+    n: usize,
+    count: &Arc<AtomicU64>,
+    stop: &Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Framed<S, LengthDelimitedCodec>> {
+    {
+        let (count, stop) = (Arc::clone(count), Arc::clone(stop));
         tokio::spawn(async move {
             let payload = Bytes::from_static(PAYLOAD.as_bytes());
             for _ in 0..n {
@@ -366,9 +464,5 @@ pub async fn pipe_floor<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             }
             f
         })
-    };
-    let r = window(&count, &stop, plan).await;
-    let f = task.await.expect("floor task");
-    tokio::time::sleep(Duration::from_millis(1)).await;
-    (r, f)
+    }
 }

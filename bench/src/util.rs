@@ -26,8 +26,15 @@ pub struct Plan {
     pub fan_warmup: Duration,
     /// Fan-out counting window.
     pub fan_window: Duration,
-    /// Idle connections for the memory figure.
+    /// Idle connections for the memory figure (capped by the fd limit; the full run asks for
+    /// as many as it allows).
     pub idle_connections: usize,
+    /// Connection counts of the unary scale curve.
+    pub scale_levels: Vec<usize>,
+    /// Counting window of each point of the unary scale curve.
+    pub scale_window: Duration,
+    /// Subscriber counts of the fan-out scale curve (subscribers in a child process).
+    pub fan_scale_levels: Vec<usize>,
     /// Clients × subscriptions each for the per-subscription memory figure.
     pub sub_clients: usize,
     /// Subscriptions per client for the per-subscription memory figure.
@@ -37,7 +44,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The full plan (about five minutes on 2 cores) or the quick one (seconds).
+    /// The full plan (about fifteen minutes on 2 loaded cores) or the quick one (seconds).
     pub fn new(quick: bool) -> Self {
         if quick {
             Self {
@@ -52,6 +59,9 @@ impl Plan {
                 fan_warmup: Duration::from_millis(20),
                 fan_window: Duration::from_millis(100),
                 idle_connections: 100,
+                scale_levels: vec![1, 10],
+                scale_window: Duration::from_millis(100),
+                fan_scale_levels: vec![1, 10],
                 sub_clients: 4,
                 subs_per_client: 5,
                 replica_ops: 2_000,
@@ -68,7 +78,10 @@ impl Plan {
                 fanout_levels: vec![1, 10, 100, 1_000],
                 fan_warmup: Duration::from_millis(500),
                 fan_window: Duration::from_secs(2),
-                idle_connections: 10_000,
+                idle_connections: usize::MAX,
+                scale_levels: vec![1, 10, 100, 1_000],
+                scale_window: Duration::from_secs(1),
+                fan_scale_levels: vec![1, 10, 100, 1_000, 10_000],
                 sub_clients: 100,
                 subs_per_client: 100,
                 replica_ops: 2_000_000,
@@ -165,5 +178,65 @@ pub fn fmt_ratio(x: f64) -> String {
         format!("{x:.2}×")
     } else {
         "–".to_owned()
+    }
+}
+
+/// CPU nanoseconds of every live thread of process `pid` (`None`: this process), summed over
+/// `/proc/<pid>/task/*/schedstat`; exact to the nanosecond, unlike the 10 ms ticks of
+/// [`cpu_secs`], which matters for the short windows of the scale curves and for a child.
+pub fn cpu_ns_of(pid: Option<u32>) -> f64 {
+    let dir = pid.map_or_else(
+        || "/proc/self/task".to_owned(),
+        |p| format!("/proc/{p}/task"),
+    );
+    let Ok(tasks) = std::fs::read_dir(dir) else {
+        return 0.0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// File descriptors this process has open now (`/proc/self/fd`).
+pub fn open_fds() -> u64 {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64)
+}
+
+/// Raises the soft limit on open files to the hard limit (children inherit it) and returns
+/// the limit in force. The scale curves and the idle-connection figure need one fd per
+/// connection; if the soft limit cannot be raised, the figures are capped by it and the
+/// message says so.
+pub fn raise_fd_limit() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let lim = getrlimit(Resource::Nofile);
+    let (soft, hard) = (lim.current.unwrap_or(u64::MAX), lim.maximum);
+    if let Some(hard) = hard
+        && soft < hard
+    {
+        let raised = rustix::process::Rlimit {
+            current: Some(hard),
+            maximum: Some(hard),
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => {
+                eprintln!("fd limit: soft {soft} raised to the hard limit {hard}");
+                return hard;
+            }
+            Err(e) => eprintln!(
+                "fd limit: cannot raise the soft limit {soft} to the hard limit {hard} ({e}); connection counts are capped at {soft}"
+            ),
+        }
+    }
+    soft
+}
+
+/// A count with thousands separators and no decimals.
+pub fn fmt_count(n: usize) -> String {
+    if n >= 1000 {
+        fmt_num(n as f64)
+    } else {
+        n.to_string()
     }
 }
