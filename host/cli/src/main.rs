@@ -59,12 +59,10 @@ fn main() -> ExitCode {
         }
     };
     if let Command::Completions(shell) = command {
-        clap_complete::generate(
-            shell,
-            &mut args::command(),
-            args::BIN,
-            &mut std::io::stdout(),
-        );
+        // Written whole, so a closed pipe is a quiet exit, not a panic in the generator.
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut args::command(), args::BIN, &mut script);
+        let _ = std::io::stdout().write_all(&script);
         return ExitCode::SUCCESS;
     }
     // The demo's terminal output is the point: keep routine logs out of it.
