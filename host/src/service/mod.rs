@@ -341,7 +341,7 @@ impl SessionHandle for HostedSession {
 
     async fn terminated(&self) -> Termination {
         self.resident.terminated.cancelled().await;
-        if self.resident.released.load(std::sync::atomic::Ordering::Acquire) {
+        if self.resident.released.load(Ordering::Acquire) {
             Termination::Released
         } else {
             Termination::Closed
