@@ -21,7 +21,9 @@
 //! Before timing, every case checks that both paths decode to the same message and encode to
 //! the same bytes. Each (case, op, codec) runs R repetitions of N iterations (N calibrated to
 //! about 20 ms per repetition), ours and the baseline alternating repetition by repetition;
-//! the figure is the median ns per frame over the repetitions.
+//! the figure is the median ns per frame over the repetitions. Time is the benchmark thread's
+//! CPU time on Linux (so time spent waiting for a core on a loaded machine is left out), else
+//! wall time.
 //! MB/s is frame bytes (header included) / median time, in 10^6 bytes per second.
 
 use std::hint::black_box;
@@ -64,14 +66,36 @@ impl Plan {
     }
 }
 
-/// Runs `f` `iters` times and returns the elapsed wall time.
+/// Runs `f` `iters` times and returns the CPU time this thread spent doing it, or the wall
+/// time where that cannot be read. On a machine shared with
+/// other builds, run time leaves out the time the thread waited for a core, which wall time
+/// counts: it is what keeps the figures comparable under load.
 #[expect(clippy::disallowed_methods, reason = "benchmarks measure wall time")]
 fn time_iters<R>(iters: u64, f: &mut impl FnMut() -> R) -> Duration {
+    let cpu = thread_cpu_time();
     let start = Instant::now();
     for _ in 0..iters {
         black_box(f());
     }
-    start.elapsed()
+    let wall = start.elapsed();
+    match (cpu, thread_cpu_time()) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => wall,
+    }
+}
+
+/// This thread's CPU time so far (`CLOCK_THREAD_CPUTIME_ID`, nanosecond resolution).
+#[cfg(target_os = "linux")]
+fn thread_cpu_time() -> Option<Duration> {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    let secs = u64::try_from(t.tv_sec).ok()?;
+    let nanos = u32::try_from(t.tv_nsec).ok()?;
+    Some(Duration::new(secs, nanos))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn thread_cpu_time() -> Option<Duration> {
+    None
 }
 
 /// Iterations per repetition so that one repetition of `f` takes about `plan.target`.
@@ -471,6 +495,14 @@ fn main() {
 
     println!("# baton-protocol codec benchmark");
     println!("machine: {}", machine());
+    println!(
+        "timing: {}",
+        if thread_cpu_time().is_some() {
+            "thread CPU time (CLOCK_THREAD_CPUTIME_ID), so waiting for a core under load is not counted"
+        } else {
+            "wall time"
+        }
+    );
     println!(
         "plan: {} repetitions x ~{:?} each, median reported{}",
         plan.reps,

@@ -2,12 +2,14 @@
 //!
 //! [`MessageDecoder`] owns the read buffer. A connection reads straight into it
 //! ([`read_buffer`](MessageDecoder::read_buffer)) and takes messages one at a time
-//! ([`next_message`](MessageDecoder::next_message)); each payload is split off the front of that
-//! buffer as a zero-copy [`Bytes`] and decoded from there, so nothing is copied into a second
-//! buffer and no `Vec` of payloads is built. A caller that owns its buffer (a tokio-util
-//! `FramedRead`) passes it to [`decode`](MessageDecoder::decode) instead. Servers decode
-//! [`ClientMessage`]s, clients [`ServerMessage`]s or, with `service_update` payloads left
-//! encoded, [`ServerFrame`]s: one type, one set of rules.
+//! ([`next_message`](MessageDecoder::next_message)); each payload is decoded where it lies at
+//! the front of that buffer and then dropped from it (a message that keeps part of its frame,
+//! a client's `service_update`, splits it off as a zero-copy [`Bytes`](bytes::Bytes)), so
+//! nothing is copied into a second buffer and no `Vec` of payloads is built. A caller that owns
+//! its buffer (a tokio-util `FramedRead`) passes it to [`decode`](MessageDecoder::decode)
+//! instead. Servers decode [`ClientMessage`]s, clients [`ServerMessage`]s or, with
+//! `service_update` payloads left encoded, [`ServerFrame`](crate::ServerFrame)s: one type, one
+//! set of rules.
 //!
 //! The rules are upstream `ValidatedMessageDecoder.push`'s, applied to "the chunk": every
 //! complete frame buffered when the previous chunk has been handed out (what one read added,

@@ -2,10 +2,17 @@
 
 use std::fmt;
 
+use compact_str::CompactString;
+
+/// Length of a canonical UUID's text form.
+const UUID_TEXT_LENGTH: usize = 36;
+
 /// A canonical lowercase UUIDv4 naming a logical server
 /// (`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).
+///
+/// Held as its 36 ASCII bytes, so parsing one from a frame allocates nothing.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ServerId(String);
+pub struct ServerId([u8; UUID_TEXT_LENGTH]);
 
 /// A string that is not a valid identifier of the required kind.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,10 +31,9 @@ impl ServerId {
     /// # Errors
     /// [`IdError::NotServerId`] unless `s` is a canonical lowercase UUIDv4.
     pub fn parse(s: &str) -> Result<Self, IdError> {
-        if is_canonical_uuid_v4(s) {
-            Ok(Self(s.to_owned()))
-        } else {
-            Err(IdError::NotServerId)
+        match <[u8; UUID_TEXT_LENGTH]>::try_from(s.as_bytes()) {
+            Ok(bytes) if is_canonical_uuid_v4(s) => Ok(Self(bytes)),
+            _ => Err(IdError::NotServerId),
         }
     }
 
@@ -35,12 +41,16 @@ impl ServerId {
     pub fn from_random_bytes(mut b: [u8; 16]) -> Self {
         b[6] = (b[6] & 0x0f) | 0x40;
         b[8] = (b[8] & 0x3f) | 0x80;
-        Self(format_uuid(&b))
+        let text = format_uuid(&b);
+        let mut bytes = [0; UUID_TEXT_LENGTH];
+        bytes.copy_from_slice(text.as_bytes());
+        Self(bytes)
     }
 
     /// The text form.
     pub fn as_str(&self) -> &str {
-        &self.0
+        // Only canonical UUID text (ASCII) is ever stored.
+        std::str::from_utf8(&self.0).unwrap_or_default()
     }
 }
 
@@ -72,13 +82,13 @@ pub fn is_canonical_uuid_v4(s: &str) -> bool {
 
 impl fmt::Display for ServerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Debug for ServerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ServerId({})", self.0)
+        write!(f, "ServerId({})", self.as_str())
     }
 }
 
@@ -91,8 +101,11 @@ impl std::str::FromStr for ServerId {
 
 /// A non-empty string identifier (request, subscription, session and attachment ids,
 /// error codes).
+///
+/// Up to 24 bytes (every id baton makes, and most peers') are stored inline, so decoding one
+/// allocates nothing.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Id(String);
+pub struct Id(CompactString);
 
 impl Id {
     /// Validates `s` is non-empty.
@@ -104,47 +117,61 @@ impl Id {
         if s.is_empty() {
             Err(IdError::Empty)
         } else {
-            Ok(Self(s))
+            Ok(Self(CompactString::from(s)))
+        }
+    }
+
+    /// [`new`](Self::new) from borrowed text, without an intermediate `String`.
+    ///
+    /// # Errors
+    /// [`IdError::Empty`] for `""`.
+    pub fn from_text(s: &str) -> Result<Self, IdError> {
+        if s.is_empty() {
+            Err(IdError::Empty)
+        } else {
+            Ok(Self(CompactString::new(s)))
         }
     }
 
     /// For constants known to be non-empty.
     pub(crate) fn from_trusted(s: &str) -> Self {
         debug_assert!(!s.is_empty());
-        Self(s.to_owned())
+        Self(CompactString::new(s))
     }
 
     /// The text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        self.0.as_str()
     }
 
     /// The owned text.
     pub fn into_string(self) -> String {
-        self.0
+        self.0.into_string()
     }
 }
 
 impl fmt::Display for Id {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Debug for Id {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.0)
+        write!(f, "{:?}", self.as_str())
     }
 }
 
 impl AsRef<str> for Id {
     fn as_ref(&self) -> &str {
-        &self.0
+        self.as_str()
     }
 }
 
+// `Hash` hashes the text as `str` does (compact_str's `Hash` is the `str`'s), so
+// `Borrow<str>` keeps map lookups by `&str` sound.
 impl std::borrow::Borrow<str> for Id {
     fn borrow(&self) -> &str {
-        &self.0
+        self.as_str()
     }
 }

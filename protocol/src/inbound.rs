@@ -3,9 +3,11 @@
 //! A streaming session sends far more `service_update` frames than anything else, and the
 //! client turns each one into replica ops with a [`StateDecoder`](crate::chord::StateDecoder).
 //! Decoding the update into a [`Value`](crate::Value) first only to take it apart again costs a
-//! dozen small allocations per frame. [`ServerFrameCodec`] validates every frame exactly as
-//! [`ClientCodec`](crate::ClientCodec) does (same checks, same errors, same sticky failure) but
-//! hands an update over as the bytes of its CBOR item, which
+//! dozen small allocations per frame. [`ServerFrameDecoder`](crate::ServerFrameDecoder) (the one
+//! in-place [`MessageDecoder`](crate::MessageDecoder) yielding [`ServerFrame`]s) validates every
+//! frame exactly as [`ServerMessageDecoder`](crate::ServerMessageDecoder) does (same checks, same
+//! errors, same sticky failure) but hands an update over as the bytes of its CBOR item, a
+//! zero-copy slice of the read buffer, which
 //! [`StateDecoder::decode_update_cbor`](crate::chord::StateDecoder::decode_update_cbor) reads in
 //! place.
 
@@ -54,7 +56,8 @@ impl EncodedServiceUpdate {
     /// The update as a [`Value`](crate::Value).
     ///
     /// # Errors
-    /// Only for bytes that did not come from [`ServerFrameCodec`] or [`decode_server_frame`].
+    /// Only for bytes that did not come from [`ServerFrameDecoder`](crate::ServerFrameDecoder)
+    /// or [`decode_server_frame`].
     pub fn update_value(&self) -> Result<crate::Value, ValueDecodeError> {
         cbor::decode_value(&self.update, &VALIDATED)
     }
@@ -110,11 +113,6 @@ fn decode_server_frame_with(
     }
 }
 
-/// The client's old name for [`ServerFrameDecoder`](crate::codec::ServerFrameDecoder), kept
-/// while the client moves to the in-place read loop; it is the same decoder (a tokio-util
-/// `Decoder` too), not a second one.
-pub type ServerFrameCodec = crate::codec::ServerFrameDecoder;
-
 impl crate::codec::Inbound for ServerFrame {
     const SIDE: Side = Side::Server;
     fn from_payload(
@@ -165,7 +163,7 @@ mod tests {
     #[test]
     fn an_oversize_header_later_in_a_read_wins_over_a_cbor_error_earlier_in_it() {
         let mut bytes = BytesMut::from(&[0u8, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff][..]);
-        let mut codec = ServerFrameCodec::default();
+        let mut codec = crate::ServerFrameDecoder::default();
         assert_eq!(
             codec.decode(&mut bytes).unwrap_err().to_string(),
             "Invalid server protocol frame: Frame length 4294967295 exceeds configured limit of 16777216"
@@ -181,7 +179,7 @@ mod tests {
         let mut bytes = BytesMut::new();
         bytes.extend_from_slice(&update_frame(1));
         bytes.extend_from_slice(&[0, 0, 0, 1, 0xff]);
-        let mut codec = ServerFrameCodec::default();
+        let mut codec = crate::ServerFrameDecoder::default();
         assert_eq!(
             codec.decode(&mut bytes).unwrap_err().to_string(),
             "Invalid server protocol frame: CBOR break marker is not supported"
@@ -197,7 +195,7 @@ mod tests {
         );
         // A frame whose payload breaks the profile (a tag): both codecs refuse it alike.
         bytes.extend_from_slice(&[0, 0, 0, 2, 0xc0, 0x00]);
-        let mut ours = ServerFrameCodec::default();
+        let mut ours = crate::ServerFrameDecoder::default();
         let mut reference = ClientCodec::default();
         // The bad frame arrives in a later read than the good ones.
         let bad = bytes.split_off(bytes.len() - 6);

@@ -15,8 +15,10 @@
 //! * [`ErrorCode`]: every wire error code baton produces, typed.
 //! * [`message`]: `hello`, `request`, `cancel`, `hello_error`, `response`,
 //!   `service_update`, `attachment`.
-//! * [`codec`]: frame + CBOR + envelope in one step: the one inbound [`MessageDecoder`],
-//!   which decodes frames in place in the buffer they were read into, and the encoders.
+//! * [`decoder`]: the one inbound [`MessageDecoder`], which decodes frames in place in the
+//!   buffer they were read into (servers and clients alike).
+//! * [`codec`]: frame + CBOR + envelope in one step each way (the decoder re-exported, the
+//!   encoders, tokio-util codecs).
 //! * [`inbound`]: what a client reads, with `service_update` payloads left encoded for
 //!   [`chord::StateDecoder::decode_update_cbor`] ([`ServerFrameDecoder`]).
 //! * [`handshake`]: sans-IO handshake machines for both ends.
@@ -29,7 +31,7 @@
 pub mod cbor;
 pub mod chord;
 pub mod codec;
-mod decoder;
+pub mod decoder;
 mod error_code;
 pub mod frame;
 pub mod handshake;
@@ -53,7 +55,7 @@ pub use codec::{
 };
 pub use error_code::ErrorCode;
 pub use ids::{Id, ServerId};
-pub use inbound::{EncodedServiceUpdate, ServerFrame, ServerFrameCodec, decode_server_frame};
+pub use inbound::{EncodedServiceUpdate, ServerFrame, decode_server_frame};
 pub use message::{
     Cancel, ClientMessage, HelloVersion, Outcome, Request, Response, ServerMessage, ServiceUpdate,
     SessionTarget, Target, WireError,

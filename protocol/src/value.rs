@@ -8,6 +8,8 @@
 
 use std::fmt;
 
+use compact_str::CompactString;
+
 /// A JSON number as the wire carries it.
 ///
 /// The invariant (enforced by every constructor) mirrors JavaScript's single number type:
@@ -144,7 +146,9 @@ number_from_small_int!(u8, u16, u32, i8, i16, i32);
 /// the decoder with a hash set.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Map {
-    entries: Vec<(String, Value)>,
+    /// Keys up to 24 bytes (nearly all) are stored inline: a decoded map allocates its entry
+    /// vector and its values, not one string per key.
+    entries: Vec<(CompactString, Value)>,
 }
 
 impl Map {
@@ -172,14 +176,17 @@ impl Map {
 
     /// The value under `key`.
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.entries
+            .iter()
+            .find(|(k, _)| k.as_str() == key)
+            .map(|(_, v)| v)
     }
 
     /// The value under `key`, mutably.
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
         self.entries
             .iter_mut()
-            .find(|(k, _)| k == key)
+            .find(|(k, _)| k.as_str() == key)
             .map(|(_, v)| v)
     }
 
@@ -195,7 +202,7 @@ impl Map {
         match self.get_mut(&key) {
             Some(slot) => Some(std::mem::replace(slot, value)),
             None => {
-                self.entries.push((key, value));
+                self.entries.push((CompactString::from(key), value));
                 None
             }
         }
@@ -203,13 +210,13 @@ impl Map {
 
     /// Appends without checking for an existing key. The caller guarantees uniqueness
     /// (the decoder does, with its own duplicate check).
-    pub(crate) fn push_unique(&mut self, key: String, value: Value) {
-        self.entries.push((key, value));
+    pub(crate) fn push_unique(&mut self, key: &str, value: Value) {
+        self.entries.push((CompactString::new(key), value));
     }
 
     /// Removes `key`, keeping the order of the rest. Returns its value.
     pub fn remove(&mut self, key: &str) -> Option<Value> {
-        let pos = self.entries.iter().position(|(k, _)| k == key)?;
+        let pos = self.entries.iter().position(|(k, _)| k.as_str() == key)?;
         Some(self.entries.remove(pos).1)
     }
 
@@ -226,6 +233,9 @@ impl Map {
     /// Consumes the map into its entries, in order.
     pub fn into_entries(self) -> Vec<(String, Value)> {
         self.entries
+            .into_iter()
+            .map(|(k, v)| (k.into_string(), v))
+            .collect()
     }
 }
 

@@ -393,7 +393,7 @@ impl<'a, 'l> Reader<'a, 'l> {
                 return Err(CborError::DuplicateKey);
             }
             let value = self.item(depth + 1)?;
-            map.push_unique(key.to_owned(), value);
+            map.push_unique(key, value);
         }
         Ok(Value::Map(map))
     }

@@ -321,7 +321,7 @@ impl StateDecoder {
 
 impl StateDecoder {
     /// [`decode_update`](Self::decode_update) from the update's CBOR bytes, as
-    /// [`ServerFrameCodec`](crate::ServerFrameCodec) hands them over: the same result, the
+    /// [`ServerFrameDecoder`](crate::ServerFrameDecoder) hands them over: the same result, the
     /// same errors and the same codec state afterwards, but a singleton `state` batch of
     /// `a`/`t`/`d` ops is read in place instead of through a [`Value`].
     ///

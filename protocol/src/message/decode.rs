@@ -88,8 +88,8 @@ impl TargetParts<'_> {
             (None, None) => Some(Target::Server(server_id)),
             (Some(s), Some(a)) => Some(Target::Session(SessionTarget {
                 server_id,
-                session_id: Id::new(s).ok()?,
-                attachment_id: Id::new(a).ok()?,
+                session_id: Id::from_text(s).ok()?,
+                attachment_id: Id::from_text(a).ok()?,
             })),
             _ => None,
         }
@@ -135,7 +135,8 @@ fn target<'a>(r: &mut Reader<'a, '_>, depth: u32) -> Result<Option<TargetParts<'
 }
 
 fn id(s: Option<&str>) -> Result<Id, PayloadError> {
-    s.and_then(|s| Id::new(s).ok()).ok_or(PayloadError::Invalid)
+    s.and_then(|s| Id::from_text(s).ok())
+        .ok_or(PayloadError::Invalid)
 }
 
 mod client_keys {
