@@ -22,7 +22,8 @@
 //!   shared with each call ([`projection::ModelContext`]); never fails, keeps tool
 //!   call/result pairing.
 //! * [`agent`]: the loop and its stop-reason semantics.
-//! * [`provider`]: the provider trait, the scripted default and the OpenAI-compatible client.
+//! * [`provider`]: the provider trait, the scripted default, the OpenAI-compatible and
+//!   Anthropic clients over HTTPS, provider configuration and the models file.
 //! * [`tool`]: the tool trait, argument schemas and the coding tools.
 //! * [`session`]: JSONL persistence, resume, the live session: its one transcript (every
 //!   message held once, shared with the model context), its turn, its changes, and the named
@@ -33,9 +34,9 @@
 //!
 //! # Non-goals
 //! No listeners or wire code here (that is `baton-server`; [`service`] only implements its
-//! host traits), no TLS in the model client (plain `http://` to a local model server), no
-//! compaction *policy* (the entry and the rebuild rule exist; deciding when to summarise is
-//! left to a caller).
+//! host traits), no provider beyond OpenAI-compatible Chat Completions and Anthropic Messages
+//! (both over HTTPS with rustls, see [`provider`]), no compaction *policy* (the entry and the
+//! rebuild rule exist; deciding when to summarise is left to a caller).
 //!
 //! # Cancellation
 //! Dropping a [`session::RunHandle`] does not stop its turn; [`session::SessionRuntime::abort`]

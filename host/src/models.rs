@@ -61,7 +61,8 @@ impl ModelRegistry {
         Self::default()
     }
 
-    /// Only the embedded scripted model.
+    /// Only the embedded scripted model (listed with its name only, as before models had
+    /// metadata).
     pub fn scripted(config: ScriptedConfig) -> Self {
         let mut r = Self::new();
         r.register_with_meta(
@@ -70,24 +71,16 @@ impl ModelRegistry {
                 id: MODEL_ID.into(),
                 name: "Scripted (offline demo)".into(),
             },
-            ModelMeta {
-                api: Some(PROVIDER_ID.into()),
-                reasoning: Some(true),
-                ..ModelMeta::default()
-            },
+            ModelMeta::default(),
             Arc::new(ScriptedProvider::new(config)),
         );
         r
     }
 
-    /// Adds a model served by `provider`, with nothing known about it beyond its API (a
-    /// later registration of the same reference is ignored).
+    /// Adds a model served by `provider`, with nothing known about it (a later registration
+    /// of the same reference is ignored).
     pub fn register(&mut self, info: ModelInfo, provider: Arc<dyn Provider>) {
-        let meta = ModelMeta {
-            api: Some(provider.api().to_owned()),
-            ..ModelMeta::default()
-        };
-        self.register_with_meta(info, meta, provider);
+        self.register_with_meta(info, ModelMeta::default(), provider);
     }
 
     /// Adds a model with its metadata (a later registration of the same reference is

@@ -148,12 +148,15 @@ impl ServiceHost {
             })
             .collect();
         let default = manager.default_model();
+        let registry = manager.models();
         let models = Value::Array(
-            manager
-                .models()
+            registry
                 .list()
                 .iter()
-                .map(|m| wire::model_value(m, m.model_ref() == default))
+                .map(|m| {
+                    let r = m.model_ref();
+                    wire::model_value(m, registry.meta(&r), r == default)
+                })
                 .collect(),
         );
         Ok(Self {

@@ -16,7 +16,7 @@
 use baton_protocol::chord::{Op, Path, PathSegment, apply, diff};
 use baton_protocol::{Map, Value};
 
-use crate::models::ModelInfo;
+use crate::models::{ModelInfo, ModelMeta};
 use crate::provider::ModelRef;
 use crate::session::{
     Attachment, BodyRef, Change, CompactionStatus, DEFAULT_TRANSCRIPT_WINDOW, FollowUp, ItemRef,
@@ -192,13 +192,38 @@ pub(crate) fn meta_value(meta: &SessionMeta, phase: &str, attached: usize) -> Va
     Value::Map(m)
 }
 
-/// One `pi.models` entry.
-pub(crate) fn model_value(info: &ModelInfo, default: bool) -> Value {
-    let mut m = Map::with_capacity(4);
+/// One `pi.models` entry: identity, then what is known about the model (absent members are
+/// unknown).
+pub(crate) fn model_value(info: &ModelInfo, meta: Option<&ModelMeta>, default: bool) -> Value {
+    let mut m = Map::with_capacity(9);
     m.insert("provider", Value::from(info.provider.as_str()));
     m.insert("id", Value::from(info.id.as_str()));
     m.insert("name", Value::from(info.name.as_str()));
     m.insert("default", Value::Bool(default));
+    let Some(meta) = meta else {
+        return Value::Map(m);
+    };
+    if let Some(api) = &meta.api {
+        m.insert("api", Value::from(api.as_str()));
+    }
+    if let Some(r) = meta.reasoning {
+        m.insert("reasoning", Value::Bool(r));
+    }
+    if let Some(n) = meta.context_window {
+        m.insert("contextWindow", count_value_u64(n));
+    }
+    if let Some(n) = meta.max_output {
+        m.insert("maxTokens", count_value_u64(n));
+    }
+    if let Some(c) = &meta.cost {
+        let price = |v: f64| Value::try_from(v).unwrap_or(Value::Null);
+        let mut cost = Map::with_capacity(4);
+        cost.insert("input", price(c.input));
+        cost.insert("output", price(c.output));
+        cost.insert("cacheRead", price(c.cache_read));
+        cost.insert("cacheWrite", price(c.cache_write));
+        m.insert("cost", Value::Map(cost));
+    }
     Value::Map(m)
 }
 

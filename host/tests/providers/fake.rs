@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// Bound on any one test's wait for the provider (a hang guard, never a synchronisation).
 pub(crate) const HANG_GUARD: Duration = Duration::from_secs(60);
@@ -80,7 +81,7 @@ impl Reply {
     pub(crate) fn ending(self, end: End) -> Self {
         match self {
             Self::Stream { pieces, .. } => Self::Stream { pieces, end },
-            other => other,
+            other @ Self::Status { .. } => other,
         }
     }
 
@@ -138,12 +139,15 @@ pub(crate) struct FakeServer {
     pub(crate) ca_file: Option<PathBuf>,
     requests: Arc<Mutex<Vec<Recorded>>>,
     stop: CancellationToken,
+    tracker: TaskTracker,
     _dir: Option<tempfile::TempDir>,
 }
 
 impl Drop for FakeServer {
     fn drop(&mut self) {
+        // The accept task sees the token at its next await and ends; nothing waits for it.
         self.stop.cancel();
+        self.tracker.close();
     }
 }
 
@@ -173,7 +177,8 @@ impl FakeServer {
         let stop = CancellationToken::new();
         let task_requests = Arc::clone(&requests);
         let task_stop = stop.clone();
-        tokio::spawn(async move {
+        let tracker = TaskTracker::new();
+        tracker.spawn(async move {
             let mut replies = replies.into_iter();
             loop {
                 let (tcp, _) = tokio::select! {
@@ -207,6 +212,7 @@ impl FakeServer {
             ca_file: None,
             requests,
             stop,
+            tracker,
             _dir: None,
         }
     }

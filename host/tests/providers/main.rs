@@ -2,6 +2,11 @@
 //! HTTPS with a CA made at test start): stream shapes, set-up failures inside the stream,
 //! abort, interruption, `length` mid tool call, retries and their limits, replay.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test binary: helper functions unwrap like the tests they serve"
+)]
+
 mod anthropic;
 mod fake;
 mod openai;
