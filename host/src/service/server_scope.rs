@@ -113,10 +113,7 @@ impl ServerServices {
             .directory
             .claim(rights.key, self.shared.limits.max_sessions_per_owner)?;
         let manager = &self.shared.manager;
-        let id = manager
-            .create_async(options)
-            .await
-            .map_err(service_error)?;
+        let id = manager.create_async(options).await.map_err(service_error)?;
         let meta = manager.meta(&id).map_err(service_error)?;
         claim.commit(meta);
         let mut m = Map::new();

@@ -19,8 +19,9 @@ use baton_protocol::{Map, Value};
 use crate::models::{ModelInfo, ModelMeta};
 use crate::provider::ModelRef;
 use crate::session::{
-    Attachment, BodyRef, Change, CompactionStatus, DEFAULT_TRANSCRIPT_WINDOW, FollowUp, ItemRef,
-    MAX_PUBLISHED_ITEM_BYTES, Phase, SessionMeta, SessionState, ToolConfinement, TranscriptView,
+    AttachedClient, BodyRef, Change, CompactionStatus, DEFAULT_TRANSCRIPT_WINDOW, FollowUp,
+    ItemRef, MAX_PUBLISHED_ITEM_BYTES, Phase, SessionMeta, SessionState, ToolConfinement,
+    TranscriptView,
 };
 use crate::value::{Clipped, ValueError, to_clipped_value, to_protocol_value};
 
@@ -138,7 +139,7 @@ pub(crate) fn follow_ups_value(items: &[FollowUp]) -> Value {
 }
 
 /// The state's `attached`: `[{"id", "identity"}]`, in attach order.
-pub(crate) fn attached_value(items: &[Attachment]) -> Value {
+pub(crate) fn attached_value(items: &[AttachedClient]) -> Value {
     Value::Array(
         items
             .iter()

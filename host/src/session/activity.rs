@@ -16,7 +16,7 @@ pub const MAX_QUEUED_FOLLOW_UPS: usize = 32;
 /// Most attached clients listed in the published `attached` member (the rest are counted in
 /// the directory's `attachedClients` but not named), so presence stays bounded however many
 /// connections attach.
-pub const MAX_LISTED_ATTACHMENTS: usize = 64;
+pub const MAX_LISTED_CLIENTS: usize = 64;
 
 /// Longest identity text shown for an attached client, in bytes (longer ones are cut at a
 /// character boundary).
@@ -34,7 +34,7 @@ pub struct FollowUp {
 /// One client attached to the session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Attachment {
+pub struct AttachedClient {
     /// Distinguishes two attachments of one identity (a per-session counter, not the
     /// protocol's attachment id).
     pub id: u64,
@@ -58,8 +58,8 @@ pub(crate) struct Activity {
     pub(crate) turn_id: Option<String>,
     /// Follow-ups waiting for the running turn to settle, oldest first.
     pub(crate) follow_ups: Vec<FollowUp>,
-    /// Attached clients, in attach order (at most [`MAX_LISTED_ATTACHMENTS`] listed).
-    pub(crate) attached: Vec<Attachment>,
+    /// Attached clients, in attach order (at most [`MAX_LISTED_CLIENTS`] listed).
+    pub(crate) attached: Vec<AttachedClient>,
     /// Attachments beyond the listed ones, by id (so a detach of an unlisted one is quiet).
     pub(crate) unlisted: Vec<u64>,
     /// Compaction status.
@@ -90,11 +90,11 @@ impl Activity {
     pub(crate) fn attach(&mut self, identity: &str) -> (u64, bool) {
         self.next_attachment += 1;
         let id = self.next_attachment;
-        if self.attached.len() >= MAX_LISTED_ATTACHMENTS {
+        if self.attached.len() >= MAX_LISTED_CLIENTS {
             self.unlisted.push(id);
             return (id, false);
         }
-        self.attached.push(Attachment {
+        self.attached.push(AttachedClient {
             id,
             identity: clip(identity, MAX_IDENTITY_BYTES),
         });
@@ -156,17 +156,17 @@ mod tests {
     #[test]
     fn attachments_past_the_listed_limit_are_counted_but_not_named() {
         let mut a = Activity::default();
-        let ids: Vec<u64> = (0..MAX_LISTED_ATTACHMENTS + 2)
+        let ids: Vec<u64> = (0..MAX_LISTED_CLIENTS + 2)
             .map(|i| a.attach(&format!("client {i}")).0)
             .collect();
-        assert_eq!(a.attached.len(), MAX_LISTED_ATTACHMENTS);
+        assert_eq!(a.attached.len(), MAX_LISTED_CLIENTS);
         assert_eq!(a.unlisted.len(), 2);
         assert!(
             !a.detach(*ids.last().unwrap()),
             "an unlisted detach changes nothing shown"
         );
         assert!(a.detach(ids[0]));
-        assert_eq!(a.attached.len(), MAX_LISTED_ATTACHMENTS - 1);
+        assert_eq!(a.attached.len(), MAX_LISTED_CLIENTS - 1);
         assert!(!a.detach(ids[0]), "a second detach is quiet");
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast;
 
-use super::activity::{Attachment, CompactionStatus, FollowUp};
+use super::activity::{AttachedClient, CompactionStatus, FollowUp};
 use super::transcript::TranscriptView;
 use super::view::{Phase, SessionEvent, SessionEventKind, TranscriptItem};
 use crate::message::AssistantContent;
@@ -37,7 +37,7 @@ pub enum Change<'a> {
     /// `followUps` is now this.
     FollowUps(&'a [FollowUp]),
     /// `attached` is now this.
-    Attached(&'a [Attachment]),
+    Attached(&'a [AttachedClient]),
     /// `compaction` is now this.
     Compaction(CompactionStatus),
     /// Item `index` was appended.

@@ -526,8 +526,14 @@ mod tests {
         assert_ne!(a, b);
         let (ma, mb) = (m.meta(&a).unwrap(), m.meta(&b).unwrap());
         assert_eq!(ma.name.as_deref(), Some("named"));
-        assert_eq!((&ma.name, &ma.model, &ma.cwd), (&mb.name, &mb.model, &mb.cwd));
-        assert_eq!(m.open(&a).unwrap().with_view(|v| v.thinking_level()), ThinkingLevel::High);
+        assert_eq!(
+            (&ma.name, &ma.model, &ma.cwd),
+            (&mb.name, &mb.model, &mb.cwd)
+        );
+        assert_eq!(
+            m.open(&a).unwrap().with_view(|v| v.thinking_level()),
+            ThinkingLevel::High
+        );
         m.shutdown().await;
     }
 

@@ -19,7 +19,7 @@ mod turn;
 mod view;
 
 pub use activity::{
-    Attachment, CompactionStatus, FollowUp, MAX_IDENTITY_BYTES, MAX_LISTED_ATTACHMENTS,
+    AttachedClient, CompactionStatus, FollowUp, MAX_IDENTITY_BYTES, MAX_LISTED_CLIENTS,
     MAX_QUEUED_FOLLOW_UPS,
 };
 // The activity state, for the service's mapping tests.
@@ -29,8 +29,9 @@ pub use commands::BashOutcome;
 pub use compaction::{
     CHARS_PER_TOKEN, CompactionOutcome, CompactionSettings, DEFAULT_CONTEXT_WINDOW,
     DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_RESERVE_TOKENS, MAX_COMPACT_INSTRUCTIONS_BYTES,
-    MAX_SERIALIZED_OUTPUT_CHARS, MAX_SUMMARY_BYTES, SUMMARIZATION_SYSTEM_PROMPT, SUMMARY_REQUEST_OPENING,
-    context_tokens, cut_point, estimate_tokens, summarise, summary_prompt, summary_request,
+    MAX_SERIALIZED_OUTPUT_CHARS, MAX_SUMMARY_BYTES, SUMMARIZATION_SYSTEM_PROMPT,
+    SUMMARY_REQUEST_OPENING, context_tokens, cut_point, estimate_tokens, summarise, summary_prompt,
+    summary_request,
 };
 pub use complete::{
     Completions, MAX_COMPLETION_PREFIX_BYTES, MAX_COMPLETIONS, MAX_SCANNED_ENTRIES, PathCompletion,

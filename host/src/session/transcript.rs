@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::activity::{Activity, Attachment, CompactionStatus, FollowUp};
+use super::activity::{Activity, AttachedClient, CompactionStatus, FollowUp};
 use super::view::{BodyRef, ItemRef, Phase, SessionState, ToolConfinement, TranscriptItem};
 use crate::message::{AgentMessage, AssistantContent, AssistantMessage, ToolCall};
 use crate::projection::{ContextProjector, ModelContext};
@@ -398,7 +398,7 @@ impl<'a> TranscriptView<'a> {
     }
 
     /// The clients attached to the session.
-    pub fn attached(&self) -> &'a [Attachment] {
+    pub fn attached(&self) -> &'a [AttachedClient] {
         &self.activity.attached
     }
 
@@ -478,10 +478,8 @@ mod tests {
 
     #[test]
     fn the_projected_context_follows_appends_and_is_rebuilt_once_after_a_replaced_context() {
-        let mut t = Transcript::from_messages(vec![
-            ("e1".into(), user("a")),
-            ("e2".into(), calling("c1")),
-        ]);
+        let mut t =
+            Transcript::from_messages(vec![("e1".into(), user("a")), ("e2".into(), calling("c1"))]);
         assert_eq!(t.model_context(), projected_as_a_whole(&t));
         let before = t.model_context();
         t.push_settled("e3".into(), Arc::new(result("c1")));

@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 use baton_protocol::{Map, Value};
 use serde::{Deserialize, Serialize};
 
-use super::activity::{Attachment, CompactionStatus, FollowUp};
+use super::activity::{AttachedClient, CompactionStatus, FollowUp};
 use crate::message::{
     AgentMessage, AssistantContent, AssistantMessage, BashExecutionMessage, BranchSummaryMessage,
     CompactionSummaryMessage, CustomMessage, StopReason, ToolCall, ToolResultMessage, Usage,
@@ -440,7 +440,7 @@ pub struct SessionState {
     /// Follow-up prompts waiting for the running turn to settle, oldest first.
     pub follow_ups: Vec<FollowUp>,
     /// The clients attached to the session.
-    pub attached: Vec<Attachment>,
+    pub attached: Vec<AttachedClient>,
     /// Whether compaction is offered and running.
     pub compaction: CompactionStatus,
 }
@@ -479,7 +479,7 @@ pub enum SessionEventKind {
     /// `followUps` is now this.
     FollowUps(Vec<FollowUp>),
     /// `attached` is now this.
-    Attached(Vec<Attachment>),
+    Attached(Vec<AttachedClient>),
     /// `compaction` is now this.
     Compaction(CompactionStatus),
     /// An item was appended to `transcript`.
