@@ -181,7 +181,10 @@ fn a_result_arriving_after_a_user_message_moves_up_to_its_call_and_replaces_the_
         &mut projector,
         assistant(&["a".into(), "b".into()], StopReason::ToolUse, 10),
     );
-    push(&mut projector, AgentMessage::User(UserMessage::text("steer", 11)));
+    push(
+        &mut projector,
+        AgentMessage::User(UserMessage::text("steer", 11)),
+    );
     let roles = |c: &ModelContext| -> Vec<(String, bool)> {
         c.iter()
             .map(|m| match m {
@@ -196,13 +199,23 @@ fn a_result_arriving_after_a_user_message_moves_up_to_its_call_and_replaces_the_
     };
     assert_eq!(
         roles(projector.context()),
-        expect(&[("assistant", false), ("a", true), ("b", true), ("user", false)])
+        expect(&[
+            ("assistant", false),
+            ("a", true),
+            ("b", true),
+            ("user", false)
+        ])
     );
     push(&mut projector, result("b", false, 12));
     push(&mut projector, result("b", false, 13));
     assert_eq!(
         roles(projector.context()),
-        expect(&[("assistant", false), ("a", true), ("b", false), ("user", false)])
+        expect(&[
+            ("assistant", false),
+            ("a", true),
+            ("b", false),
+            ("user", false)
+        ])
     );
     match projector.context().get(2) {
         Some(MessageRef::ToolResult(r)) => assert_eq!(r.timestamp, 12, "the first result wins"),

@@ -57,8 +57,15 @@ async fn a_prompt_streams_text_as_appends_and_replicas_converge() {
     let confinement =
         baton_host::tool::confinement_status(&baton_host::tool::BashConfig::default());
     // Presence lists this client, by its Unix account.
-    let identity = get(&get(&initial, "attached").as_array().unwrap()[0], "identity").clone();
-    assert!(identity.as_str().unwrap().starts_with("uid "), "{identity:?}");
+    let identity = get(
+        &get(&initial, "attached").as_array().unwrap()[0],
+        "identity",
+    )
+    .clone();
+    assert!(
+        identity.as_str().unwrap().starts_with("uid "),
+        "{identity:?}"
+    );
     assert_eq!(
         initial.to_json(),
         format!(
