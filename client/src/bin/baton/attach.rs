@@ -1,29 +1,72 @@
-//! `baton attach`: an interactive line client on one session (prompts, slash commands,
-//! Ctrl-C to abort). The terminal UI replaces this file; [`run`] is the seam.
+//! `baton attach`: the terminal UI on one session ([`crate::tui`]) when stdin and stdout are
+//! terminals, else (pipes, scripts, `--json`) an interactive line client: prompts and slash
+//! commands from stdin, the transcript printed as it streams. Both reconnect on their own.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 use baton_client::view::{Printer, Tracker, phase};
-use baton_client::{Reply, RequestError, SubscriptionEvent};
+use baton_client::{Client, ReconnectPolicy, Reply, RequestError, Status, SubscriptionEvent};
 use baton_protocol::{Map, Value};
 use tokio::io::AsyncBufReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::failure::Failure;
 use crate::live::{Target, call, open_session, render, stop_reason_result};
+use crate::tui;
 
 /// A prompt running in the background of the interactive loop.
 type PendingPrompt = std::pin::Pin<Box<dyn Future<Output = Result<Reply, RequestError>> + Send>>;
 
-/// Attaches to `target.session` and runs the interactive loop on stdin/stdout until
-/// `/detach`, end of input (after a running turn settles), a second Ctrl-C, or the end of
-/// the session's subscription.
-///
-/// The entry point the command calls: `target` carries the connected client, the
-/// configuration it was connected with (to open a reconnecting client from), the resolved
-/// session (id and name) and `--json`. `Ok` exits 0; a [`Failure`] carries the exit status.
+/// The reconnect policy of `attach` and `watch`: the library's default (100 ms doubling to
+/// 10 s, ±25 % jitter, no limit on attempts).
+pub(crate) fn reconnect_policy() -> ReconnectPolicy {
+    ReconnectPolicy::default()
+}
+
+/// A client of its own for a long-lived view: the target's configuration plus reconnecting,
+/// pinned to the server id the target's client reached (a different host at the address is
+/// never silently adopted).
+pub(crate) async fn reconnecting_client(target: &Target<'_>) -> Result<Client, Failure> {
+    let mut config = target.config.clone();
+    config.reconnect = Some(reconnect_policy());
+    config.expected_server_id = Some(target.client.server_id().clone());
+    Ok(Client::connect(config).await?)
+}
+
+/// Attaches to `target.session` until `/detach` (or Ctrl-D), a double Ctrl-C, end of input
+/// in line mode (after a running turn settles), or the end of the session. A lost connection
+/// is reconnected; a removed session, a changed server id or a revoked identity end it with
+/// one line (a [`Failure`], exit status 1).
 pub(crate) async fn run(target: Target<'_>) -> Result<(), Failure> {
-    let client = target.client;
+    let client = reconnecting_client(&target).await?;
+    let interactive =
+        !target.json && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let result = if interactive {
+        terminal(&client, &target).await
+    } else {
+        lines(&client, &target).await
+    };
+    client.close().await;
+    result
+}
+
+async fn terminal(client: &Client, target: &Target<'_>) -> Result<(), Failure> {
+    let (session, subscription) = open_session(client, &target.session.id).await?;
+    let ending = tui::run(tui::Attached {
+        client: client.clone(),
+        session,
+        subscription,
+        name: target.session.name.clone().unwrap_or_default(),
+        reconnect: Some(reconnect_policy()),
+    })
+    .await?;
+    match ending {
+        tui::Ending::Detached | tui::Ending::Exited => Ok(()),
+        tui::Ending::Lost(line) => Err(Failure::op(line)),
+    }
+}
+
+async fn lines(client: &Client, target: &Target<'_>) -> Result<(), Failure> {
     let session_id = target.session.id.as_str();
     let json = target.json;
     let (session, mut sub) = open_session(client, session_id).await?;
@@ -38,8 +81,9 @@ pub(crate) async fn run(target: Target<'_>) -> Result<(), Failure> {
             phase(&state)
         )?;
     }
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut input = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut interrupts = signal(SignalKind::interrupt())?;
+    let mut status = client.watch_status();
     let mut running: Option<PendingPrompt> = None;
     let mut interrupted_once = false;
     // At end of input (e.g. prompts piped in), a running turn still finishes before we exit.
@@ -58,10 +102,36 @@ pub(crate) async fn run(target: Target<'_>) -> Result<(), Failure> {
                 }
             }
             event = sub.next_event() => match event {
-                Some(SubscriptionEvent::Ended { reason }) => return Err(Failure::op(format!("session subscription ended: {reason}"))),
+                Some(SubscriptionEvent::Ended { reason }) => {
+                    return Err(Failure::op(tui::end_line(sub.end_reason(), &reason)));
+                }
+                Some(SubscriptionEvent::Snapshot { resynced: true }) if !json => {
+                    render(&sub, &mut tracker, &mut printer, json, &mut out)?;
+                    writeln!(out, "[reconnected; phase {}]", phase(&crate::live::session_state(&sub)))?;
+                }
                 Some(_) => { render(&sub, &mut tracker, &mut printer, json, &mut out)?; }
-                None => return Ok(()),
+                None => return Err(Failure::op(tui::end_line(sub.end_reason(), "closed"))),
             },
+            changed = status.changed() => {
+                if changed.is_err() {
+                    return Err(Failure::op("the connection closed"));
+                }
+                let current = status.borrow_and_update().clone();
+                match current {
+                    Status::Reconnecting { attempt, reason } => {
+                        if let Some(line) = tui::fatal_reconnect(&reason) {
+                            return Err(Failure::op(line));
+                        }
+                        if attempt == 1 && !json {
+                            writeln!(out, "[connection lost ({reason}); reconnecting]")?;
+                        }
+                    }
+                    Status::Closed { reason } => {
+                        return Err(Failure::op(tui::end_line(sub.end_reason(), &reason)));
+                    }
+                    Status::Connected => {}
+                }
+            }
             _ = interrupts.recv() => {
                 if running.is_some() && !interrupted_once {
                     interrupted_once = true;
@@ -71,7 +141,7 @@ pub(crate) async fn run(target: Target<'_>) -> Result<(), Failure> {
                     return Ok(());
                 }
             }
-            line = lines.next_line(), if !input_done => {
+            line = input.next_line(), if !input_done => {
                 let Some(line) = line? else {
                     input_done = true;
                     continue;

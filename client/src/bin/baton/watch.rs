@@ -1,36 +1,67 @@
-//! `baton watch`: follow a session live, read-only.
+//! `baton watch`: follow a session live, read-only, across lost connections and host
+//! restarts (it reconnects, re-attaches and re-subscribes on its own).
 
 use std::io::Write;
 
-use baton_client::SubscriptionEvent;
 use baton_client::view::{Printer, Tracker};
+use baton_client::{Status, SubscriptionEvent};
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::attach::reconnecting_client;
 use crate::failure::Failure;
 use crate::live::{Target, open_session, render};
+use crate::tui;
 
-/// Prints the session's transcript so far, then every change, until the session ends, the
-/// subscription ends, or SIGINT.
+/// Prints the session's transcript so far, then every change, until SIGINT or the session
+/// is gone for good (removed, another host at the address, access revoked: one line, exit
+/// status 1). Reconnect notices go to stderr, so `--json` output stays one value per line.
 pub(crate) async fn run(target: Target<'_>) -> Result<(), Failure> {
-    let client = target.client;
+    let client = reconnecting_client(&target).await?;
+    let result = follow(&client, &target).await;
+    client.close().await;
+    result
+}
+
+async fn follow(client: &baton_client::Client, target: &Target<'_>) -> Result<(), Failure> {
     let (_session, mut sub) = open_session(client, &target.session.id).await?;
     let mut tracker = Tracker::default();
     let mut printer = Printer::default();
     let mut out = std::io::stdout().lock();
     render(&sub, &mut tracker, &mut printer, target.json, &mut out)?;
-    let mut attachment = client.watch_attachment();
+    let mut status = client.watch_status();
     let mut interrupts = signal(SignalKind::interrupt())?;
     loop {
         tokio::select! {
             event = sub.next_event() => match event {
-                Some(SubscriptionEvent::Ended { reason }) => return Err(Failure::op(format!("session subscription ended: {reason}"))),
+                Some(SubscriptionEvent::Ended { reason }) => {
+                    return Err(Failure::op(tui::end_line(sub.end_reason(), &reason)));
+                }
                 Some(_) => { render(&sub, &mut tracker, &mut printer, target.json, &mut out)?; }
-                None => return Ok(()),
+                None => return Err(Failure::op(tui::end_line(sub.end_reason(), "closed"))),
             },
-            changed = attachment.changed() => {
-                if changed.is_err() || attachment.borrow().is_none() {
-                    writeln!(out, "[detached: the session ended or was removed]")?;
-                    return Ok(());
+            changed = status.changed() => {
+                if changed.is_err() {
+                    return Err(Failure::op("the connection closed"));
+                }
+                let current = status.borrow_and_update().clone();
+                match current {
+                    Status::Reconnecting { attempt, reason } => {
+                        if let Some(line) = tui::fatal_reconnect(&reason) {
+                            return Err(Failure::op(line));
+                        }
+                        if attempt == 1 {
+                            out.flush()?;
+                            let mut err = std::io::stderr().lock();
+                            writeln!(err, "[connection lost ({reason}); reconnecting]")?;
+                        }
+                    }
+                    Status::Connected => {
+                        let mut err = std::io::stderr().lock();
+                        writeln!(err, "[reconnected]")?;
+                    }
+                    Status::Closed { reason } => {
+                        return Err(Failure::op(tui::end_line(sub.end_reason(), &reason)));
+                    }
                 }
             }
             _ = interrupts.recv() => return Ok(()),

@@ -411,6 +411,7 @@ impl Model {
         };
         let ack = match &request {
             Request::Prompt(_) => match field("stopReason").as_deref() {
+                Some("aborted") => Some((Tone::Unknown, "■ turn aborted".to_owned())),
                 Some("error") => Some((
                     Tone::Error,
                     format!(
@@ -433,7 +434,16 @@ impl Model {
             )),
             Request::FollowUp(text) => Some((
                 Tone::Ok,
-                format!("✓ follow-up queued (sent when the turn settles): {text}"),
+                if value
+                    .as_map()
+                    .and_then(|m| m.get("started"))
+                    .and_then(Value::as_bool)
+                    == Some(true)
+                {
+                    format!("✓ no turn was running: follow-up sent as a prompt: {text}")
+                } else {
+                    format!("✓ follow-up queued (sent when the turn settles): {text}")
+                },
             )),
             Request::EditFollowUp { .. } => Some((Tone::Ok, "✓ follow-up edited".to_owned())),
             Request::RemoveFollowUp(_) => Some((Tone::Ok, "✓ follow-up removed".to_owned())),
