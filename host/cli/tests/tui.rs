@@ -8,7 +8,8 @@
 
 #![allow(
     clippy::unwrap_used,
-    reason = "test binary: helpers unwrap like the tests they serve"
+    clippy::print_stdout,
+    reason = "test binary: helpers unwrap like the tests they serve; SKIPPED is printed"
 )]
 
 use std::os::unix::fs::PermissionsExt;
