@@ -2,8 +2,8 @@
 //!
 //! One request per model call: `POST {base_url}/messages` with `stream: true`, the key as
 //! `x-api-key` and [`ANTHROPIC_VERSION`] as `anthropic-version`; the response is read as
-//! server-sent events ([`decode`]) until `message_stop`. Request building (system prompt,
-//! tools, tool results, thinking budget, replayed signatures) is in [`request`].
+//! server-sent events (`decode.rs`) until `message_stop`. Request building (system prompt,
+//! tools, tool results, thinking budget, replayed signatures) is in `request.rs`.
 
 mod decode;
 mod request;

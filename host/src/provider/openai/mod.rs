@@ -2,7 +2,7 @@
 //! over `https://` or `http://`.
 //!
 //! One request per model call: `POST {base_url}/chat/completions` with `stream: true` and
-//! `stream_options.include_usage`; the response is read as server-sent events ([`decode`])
+//! `stream_options.include_usage`; the response is read as server-sent events (`decode.rs`)
 //! until `[DONE]`. The key (if a variable is configured) travels as `Authorization: Bearer`;
 //! without one no credentials are sent, which is what local model servers expect.
 
