@@ -12,17 +12,8 @@ mod common;
 use std::path::Path;
 use std::process::ExitStatus;
 
-use common::{HostProcess, baton, cli, run};
+use common::{HostProcess, baton, cli, create, run};
 use tokio::process::Command;
-
-/// `baton create --name NAME` → the new id.
-async fn create(url: &str, name: &str) -> String {
-    let (status, out, err) = cli(url, &["create", "--name", name]).await;
-    assert!(status.success(), "create: {err}");
-    let id = out.trim().to_owned();
-    assert_eq!(id.len(), 36, "{out:?}");
-    id
-}
 
 /// `baton attach ADDRESS` with stdin closed: attaches, says to which session, and exits.
 async fn attach(url: &str, address: &str, json: bool) -> (ExitStatus, String, String) {

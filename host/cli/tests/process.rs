@@ -14,36 +14,15 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use baton_client::{Client, ClientConfig, Endpoint};
-use baton_protocol::chord::ServiceMode;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{ChildStdout, Command};
 
+use common::gate::Gate;
 use common::state::*;
-use common::{HOST, HostProcess, baton, cli, run};
+use common::{HOST, HostProcess, baton, cli, create, mode_of, run, session_state};
 
 /// The binaries, the host process and the hang-guarded runner, shared with `remote_tls.rs`.
 mod common;
-
-/// A FIFO at `<dir>/gate`: a tool running `cat` on it blocks until the test writes to it.
-fn make_fifo(dir: &Path) -> PathBuf {
-    let fifo = dir.join("gate");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    fifo
-}
-
-/// `baton create` → the new session id.
-async fn create(url: &str) -> String {
-    let (status, out, err) = cli(url, &["create", "--name", "cli"]).await;
-    assert!(status.success(), "create: {err}");
-    let id = out.trim().to_owned();
-    assert_eq!(id.len(), 36, "{out:?}");
-    id
-}
 
 /// Reads lines until one satisfies `f`; returns everything read.
 async fn read_until(
@@ -103,7 +82,7 @@ async fn the_cli_creates_prompts_and_watches_a_served_host() {
     );
     let url = host.url.clone();
 
-    let id = create(&url).await;
+    let id = create(&url, "cli").await;
     let (status, out, err) = cli(&url, &["prompt", &id, "run `echo hi`"]).await;
     assert!(status.success(), "prompt failed: {err}\n{out}");
     assert_streamed_tool_turn(&out, "echo hi", "hi");
@@ -169,7 +148,7 @@ async fn kill_host_mid_turn(dir: &Path) -> Killed {
     ];
     let borrowed: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut first = HostProcess::start(&borrowed, &[]).await;
-    let id = create(&first.url).await;
+    let id = create(&first.url, "cli").await;
     let (status, _, err) = cli(&first.url, &["prompt", &id, "run `echo one`"]).await;
     assert!(status.success(), "{err}");
     let mut prompt = Command::new(baton())
@@ -222,20 +201,7 @@ async fn a_restarted_host_resumes_settled_transcripts() {
         0o600,
         "server-id mode"
     );
-    let client = guard(
-        "connect",
-        Client::connect(ClientConfig::new(Endpoint::Unix(second.socket()))),
-    )
-    .await
-    .unwrap();
-    let session = guard("attach", client.attach(&id)).await.unwrap();
-    let sub = guard(
-        "subscribe",
-        session.subscribe("pi.session", ServiceMode::Singleton),
-    )
-    .await
-    .unwrap();
-    let state = member(&sub, "state");
+    let state = session_state(&second.socket(), &id).await;
     assert_eq!(get(&state, "phase").as_str(), Some("idle"));
     let items = transcript(&state);
     let roles: Vec<&str> = items
@@ -259,8 +225,6 @@ async fn a_restarted_host_resumes_settled_transcripts() {
             item.to_json()
         );
     }
-    drop(sub);
-    client.close().await;
     assert!(second.terminate().await.success());
 }
 
@@ -379,9 +343,9 @@ async fn a_turn_outlives_a_sigkilled_prompt_process() {
     let url = host.url.clone();
     // The tool blocks reading a FIFO until the test writes to it, so the turn is certainly
     // mid-tool when its client dies.
-    let fifo = make_fifo(dir.path());
-    let id = create(&url).await;
-    let command = format!("cat {}", fifo.display());
+    let gate = Gate::new(dir.path());
+    let id = create(&url, "cli").await;
+    let command = gate.command();
     let mut prompt = Command::new(baton())
         .args([
             "--connect",
@@ -419,14 +383,13 @@ async fn a_turn_outlives_a_sigkilled_prompt_process() {
         l.starts_with("→ bash")
     })
     .await;
-    let writer = std::thread::spawn(move || std::fs::write(&fifo, "released\n"));
+    gate.open("released").await;
     seen.extend(
         read_until("watch shows the turn complete", &mut lines, |l| {
             l.contains("Here is the result of `bash`")
         })
         .await,
     );
-    writer.join().unwrap().unwrap();
     let out = seen.join("\n");
     assert_streamed_tool_turn(&out, &command, "released");
     rustix::process::kill_process(
@@ -449,8 +412,8 @@ async fn interactive_attach_prompts_aborts_on_ctrl_c_and_detaches() {
     let host = HostProcess::in_dir(dir.path()).await;
     let url = host.url.clone();
     // The tool blocks on a FIFO nobody writes: the turn runs until it is aborted.
-    let fifo = make_fifo(dir.path());
-    let id = create(&url).await;
+    let gate = Gate::new(dir.path());
+    let id = create(&url, "cli").await;
     let mut attach = Command::new(baton())
         .args(["--connect", &url, "attach", &id])
         .stdin(Stdio::piped())
@@ -473,7 +436,7 @@ async fn interactive_attach_prompts_aborts_on_ctrl_c_and_detaches() {
     })
     .await;
 
-    let command = format!("cat {}", fifo.display());
+    let command = gate.command();
     stdin
         .write_all(format!("run `{command}`\n").as_bytes())
         .await
@@ -568,11 +531,6 @@ async fn a_host_sigkilled_mid_turn_restarts_past_a_torn_tail() {
 }
 
 /// The path of the file called `name` somewhere under `dir`.
-fn mode_of(path: &Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
-}
-
 fn find_file(dir: &Path, name: &str) -> PathBuf {
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {
@@ -590,20 +548,7 @@ fn find_file(dir: &Path, name: &str) -> PathBuf {
 
 /// Attaches to `id` on `host`: the session is idle, every item settled; their roles.
 async fn settled_roles(host: &HostProcess, id: &str) -> Vec<String> {
-    let client = guard(
-        "connect",
-        Client::connect(ClientConfig::new(Endpoint::Unix(host.socket()))),
-    )
-    .await
-    .unwrap();
-    let session = guard("attach", client.attach(id)).await.unwrap();
-    let sub = guard(
-        "subscribe",
-        session.subscribe("pi.session", ServiceMode::Singleton),
-    )
-    .await
-    .unwrap();
-    let state = member(&sub, "state");
+    let state = session_state(&host.socket(), id).await;
     assert_eq!(get(&state, "phase").as_str(), Some("idle"));
     let items = transcript(&state);
     for item in &items {
@@ -614,8 +559,6 @@ async fn settled_roles(host: &HostProcess, id: &str) -> Vec<String> {
             item.to_json()
         );
     }
-    drop(sub);
-    client.close().await;
     items
         .iter()
         .map(|i| get(i, "role").as_str().unwrap().to_owned())

@@ -19,16 +19,12 @@ use std::process::ExitStatus;
 use tokio::process::Command;
 
 use common::state::guard;
-use common::{HOST, HostProcess, baton, run};
+use common::{HOST, HostProcess, baton, mode_of, run};
 
 /// The binaries, the host process and the hang-guarded runner, shared with `process.rs`.
 mod common;
 
 const SERVER_NAME: &str = "build-box.example";
-
-fn mode_of(path: &Path) -> u32 {
-    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
-}
 
 /// `baton-host certs args…` to completion.
 async fn certs(args: &[&str]) -> (ExitStatus, String, String) {

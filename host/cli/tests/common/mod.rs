@@ -19,6 +19,13 @@ use state::guard;
 #[path = "../../../tests/e2e/state.rs"]
 pub(crate) mod state;
 
+/// The FIFO gates that hold a scripted tool call until the test lets it finish.
+pub(crate) mod gate;
+/// A relay whose host→client direction a test can hold (a frozen replica, on demand).
+pub(crate) mod relay;
+/// The tmux harness of the terminal-UI suites.
+pub(crate) mod tmux;
+
 pub(crate) const HOST: &str = env!("CARGO_BIN_EXE_baton-host");
 
 /// The `baton` binary of the client package: `<target>/<profile>/baton`, built first (a
@@ -183,4 +190,42 @@ pub(crate) async fn cli(url: &str, args: &[&str]) -> (ExitStatus, String, String
         Command::new(baton()).arg("--connect").arg(url).args(args),
     )
     .await
+}
+
+/// `baton create --name NAME` → the new session id.
+pub(crate) async fn create(url: &str, name: &str) -> String {
+    let (status, out, err) = cli(url, &["create", "--name", name]).await;
+    assert!(status.success(), "create: {err}");
+    let id = out.trim().to_owned();
+    assert_eq!(id.len(), 36, "a session id: {out:?}");
+    id
+}
+
+/// The permission bits of `path`.
+pub(crate) fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// The `pi.session` state of session `id` on the host at `socket`, as a fresh client sees
+/// it (attached, subscribed, then closed again).
+pub(crate) async fn session_state(socket: &Path, id: &str) -> baton_protocol::Value {
+    use baton_client::{Client, ClientConfig, Endpoint};
+    let client = guard(
+        "connect",
+        Client::connect(ClientConfig::new(Endpoint::Unix(socket.to_owned()))),
+    )
+    .await
+    .unwrap();
+    let session = guard("attach", client.attach(id)).await.unwrap();
+    let sub = guard(
+        "subscribe",
+        session.subscribe("pi.session", baton_protocol::chord::ServiceMode::Singleton),
+    )
+    .await
+    .unwrap();
+    let state = state::member(&sub, "state");
+    drop(sub);
+    client.close().await;
+    state
 }
