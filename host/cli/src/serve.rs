@@ -12,6 +12,7 @@ use baton_host::provider::ModelRef;
 use baton_host::provider::config::{
     ModelSpec, ModelsFile, ProviderConfig, ProviderKind, build_provider, default_models_path,
 };
+use baton_host::provider::probe::probe_and_warn;
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::{AccessPolicy, ServiceHost, ServiceLimits};
 use baton_host::session::{HostConfig, SessionManager};
@@ -47,7 +48,13 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
     };
     // The manager creates the directory (0700) and takes its lock; only then is the id file
     // read or written, so two hosts never race for it and it is never created world-readable.
-    let (models, default_model) = models(&args)?;
+    let (models, default_model, remote) = models(&args)?;
+    // One bounded connection per remote provider (nothing is sent), beside serving: start-up
+    // never waits for the network; an unreachable endpoint is a warning naming it.
+    let mut probes = tokio::task::JoinSet::new();
+    for config in remote {
+        probes.spawn(probe_and_warn(config));
+    }
     let mut config = HostConfig::new(&sessions_dir);
     config.default_model = default_model;
     config.session.bash.confine = !args.no_confine;
@@ -125,6 +132,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
         tracing::warn!(%error, "server closed with errors");
     }
     host.shutdown().await;
+    probes.shutdown().await;
     tracing::info!("stopped");
     Ok(())
 }
@@ -216,10 +224,13 @@ pub(crate) fn random_server_id() -> Result<ServerId, Failure> {
 }
 
 /// The registry: the scripted model, the models file's (`--models`, else the default path if
-/// it exists), and the `--model` provider's. Problems that may be fixed outside the host (an
-/// unset key variable, a bad URL, a missing CA file) are warnings naming them; a models file
-/// that cannot be used, or a `--model` it does not list, is a start-up error.
-fn models(args: &ServeArgs) -> Result<(ModelRegistry, Option<ModelRef>), Failure> {
+/// it exists), and the `--model` provider's; with the default model and the remote providers
+/// to probe. Problems that may be fixed outside the host (an unset key variable, a bad URL, a
+/// missing CA file) are warnings naming them; a models file that cannot be used, or a
+/// `--model` it does not list, is a start-up error.
+fn models(
+    args: &ServeArgs,
+) -> Result<(ModelRegistry, Option<ModelRef>, Vec<ProviderConfig>), Failure> {
     let mut registry = ModelRegistry::scripted(ScriptedConfig::default());
     let env = |name: &str| std::env::var(name).ok();
     let file = match &args.models {
@@ -231,6 +242,7 @@ fn models(args: &ServeArgs) -> Result<(ModelRegistry, Option<ModelRef>), Failure
     };
     let mut warnings = Vec::new();
     let mut default = None;
+    let mut remote = Vec::new();
     let direct = match &args.model {
         ModelChoice::Scripted => None,
         ModelChoice::OpenAi(model) => {
@@ -289,15 +301,17 @@ fn models(args: &ServeArgs) -> Result<(ModelRegistry, Option<ModelRef>), Failure
         }
         default = Some(info.model_ref());
         registry.register_with_meta(info, meta, build_provider(&config, &[spec]));
+        remote.push(config);
     }
     if let Some(file) = &file {
         warnings.extend(file.validate(&env));
         file.register(&mut registry);
+        remote.extend(file.providers.iter().map(|p| p.config.clone()));
     }
     for w in &warnings {
         tracing::warn!(provider = %w.provider, "{}", w.message);
     }
-    Ok((registry, default))
+    Ok((registry, default, remote))
 }
 
 /// The socket directory `baton` searches: `$XDG_RUNTIME_DIR/baton` or `/tmp/baton-<uid>`.

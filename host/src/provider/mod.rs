@@ -12,14 +12,19 @@
 //! * [`anthropic`]: Anthropic Messages.
 //! * [`config`]: [`config::ProviderConfig`] and the models file.
 //! * [`transport`]: the shared HTTPS client (reqwest + rustls), timeouts, endpoint naming.
-//! * [`retry`]: 429/5xx retries before the first token, capped backoff, `Retry-After`.
-//! * `stream`, `sse`, `remote`: the pulled HTTP stream, the SSE parser and the credentials
-//!   rule both network providers share.
+//! * [`retry`]: 429/5xx and connection retries before the first token, capped backoff,
+//!   `Retry-After`.
+//! * [`probe`]: the start-up reachability check (one connection, nothing sent).
+//! * `stream`, `sse`, `decode`, `remote`: the pulled HTTP stream, the SSE parser, the decode
+//!   helpers, and the client set-up, credentials rule and builders both network providers
+//!   share.
 
 pub mod anthropic;
 mod assemble;
 pub mod config;
+mod decode;
 pub mod openai;
+pub mod probe;
 mod remote;
 pub mod retry;
 pub mod scripted;

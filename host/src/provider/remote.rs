@@ -1,5 +1,7 @@
 //! What the network providers share: a [`ProviderConfig`] resolved into a client, an
-//! endpoint and headers; the credentials rule; the models' limits and prices.
+//! endpoint and headers; the credentials rule; the models' limits and prices; opening a call
+//! ([`Remote::stream`]) from what an API says differently ([`Wire`]); and the builder methods
+//! ([`remote_builders!`]) each provider exposes.
 //!
 //! Resolution happens once, when the provider is built; a failure there (bad URL, unreadable
 //! CA file, bad header) is kept and reported by every stream as its error, so a
@@ -10,11 +12,62 @@
 use std::collections::BTreeMap;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use tokio_util::sync::CancellationToken;
 
-use super::config::{ModelSpec, ProviderConfig};
+use super::config::{ModelCost, ModelSpec, ProviderConfig};
 use super::retry::RetryPolicy;
-use super::stream::Call;
+use super::stream::{Call, Decoder, HttpStream};
 use super::transport::{Endpoint, Timeouts, build_client};
+use super::{ModelRequest, ProviderStream};
+
+/// What one network API does differently: its path, how the key travels, the request body,
+/// headers of its own, and the decoder of its stream.
+pub(crate) trait Wire {
+    /// The decoder of its server-sent events.
+    type Decoder: Decoder + 'static;
+    /// Appended to the base URL (e.g. `/chat/completions`).
+    const SUFFIX: &'static str;
+    /// How the key travels.
+    const AUTH: Auth;
+    /// The JSON body of `request` for `provider` (its id), with `spec`'s limits if known.
+    fn body(request: &ModelRequest, provider: &str, spec: Option<&ModelSpec>) -> Vec<u8>;
+    /// A decoder naming `endpoint` in its errors and pricing usage by `cost`.
+    fn decoder(endpoint: String, cost: Option<ModelCost>) -> Self::Decoder;
+    /// Headers the API needs besides the configured ones (added unless configured).
+    fn headers(_headers: &mut HeaderMap) {}
+}
+
+/// The builder methods both network providers expose, delegating to their `remote` field.
+macro_rules! remote_builders {
+    () => {
+        /// Uses the limits, prices and reasoning support of `models`.
+        #[must_use]
+        pub fn with_models(mut self, models: Vec<ModelSpec>) -> Self {
+            self.remote.set_models(models);
+            self
+        }
+
+        /// Uses `retry` instead of the default limits.
+        #[must_use]
+        pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+            self.remote.retry = retry;
+            self
+        }
+
+        /// Uses `timeouts` instead of the defaults.
+        #[must_use]
+        pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+            self.remote.set_timeouts(&timeouts);
+            self
+        }
+
+        /// The configuration.
+        pub fn config(&self) -> &ProviderConfig {
+            &self.remote.config
+        }
+    };
+}
+pub(crate) use remote_builders;
 
 /// How the key travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +102,22 @@ impl Remote {
             retry: RetryPolicy::default(),
             models: BTreeMap::new(),
         }
+    }
+
+    /// A stream for `request` spoken the `W` way (set-up failures become its error event).
+    pub(crate) fn stream<W: Wire>(
+        &self,
+        request: &ModelRequest,
+        cancel: CancellationToken,
+    ) -> Box<dyn ProviderStream> {
+        let spec = self.spec(&request.model);
+        let body = W::body(request, &self.config.id, spec);
+        let call = self.prepare(body, W::AUTH, &process_env).map(|mut call| {
+            W::headers(&mut call.headers);
+            call
+        });
+        let decoder = W::decoder(self.endpoint_text(), spec.and_then(|s| s.cost));
+        Box::new(HttpStream::new(call, decoder, self.retry.clone(), cancel))
     }
 
     /// Rebuilds the client with `timeouts`.
@@ -121,7 +190,7 @@ impl Remote {
 }
 
 /// Reads the key variables of the process environment.
-pub(crate) fn process_env(name: &str) -> Option<String> {
+fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 

@@ -1,16 +1,18 @@
 //! Retrying a model call that failed before its first token.
 //!
-//! Only an HTTP answer of 429 (rate limited), 500, 502, 503, 504 or 529 (Anthropic's
-//! "overloaded") is retried, and only before any of the response body was used: once a 2xx
-//! head arrived the call is never repeated, so no token is ever streamed twice. The wait is
-//! the server's `retry-after-ms` / `Retry-After` (seconds) when it sends one, else a capped
-//! exponential backoff. A server asking for more than [`MAX_RETRY_AFTER`] ends the call with
-//! an error instead of a long silent wait. Waiting happens inside the stream's `next`, so an
-//! abort ends it at once.
+//! Retried: an HTTP answer of 429 (rate limited), 500, 502, 503, 504 or 529 (Anthropic's
+//! "overloaded"), and a connection that failed before any byte of a response arrived
+//! (refused, reset or closed, connect timeout; see [`ConnectFailure`]). Only before any of
+//! the response body was used: once a 2xx head arrived the call is never repeated, so no
+//! token is ever streamed twice. Both kinds count against the same [`MAX_ATTEMPTS`]. The wait
+//! is the server's `retry-after-ms` / `Retry-After` (seconds or an HTTP-date) when it sends
+//! one, else a capped exponential backoff. A server asking for more than [`MAX_RETRY_AFTER`]
+//! ends the call with an error instead of a long silent wait. Waiting happens inside the
+//! stream's `next`, so an abort ends it at once.
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use reqwest::header::HeaderMap;
 
@@ -27,6 +29,9 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// How a wait is performed (tokio's timer by default; tests inject one that records).
 pub type SleepFn = Arc<dyn Fn(Duration) -> BoxFuture<'static, ()> + Send + Sync>;
+/// The wall clock an HTTP-date `Retry-After` is measured against (the system clock by
+/// default; tests inject a fixed one).
+pub type NowFn = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
 /// The retry limits of a provider.
 #[derive(Clone)]
@@ -40,6 +45,7 @@ pub struct RetryPolicy {
     /// See [`MAX_RETRY_AFTER`].
     pub max_retry_after: Duration,
     sleep: SleepFn,
+    now: NowFn,
 }
 
 impl Default for RetryPolicy {
@@ -50,6 +56,7 @@ impl Default for RetryPolicy {
             cap: BACKOFF_CAP,
             max_retry_after: MAX_RETRY_AFTER,
             sleep: Arc::new(|d| Box::pin(tokio::time::sleep(d))),
+            now: Arc::new(SystemTime::now),
         }
     }
 }
@@ -84,6 +91,18 @@ impl RetryPolicy {
         self
     }
 
+    /// The same limits, reading the wall clock through `now` (for HTTP-date waits).
+    #[must_use]
+    pub fn with_clock(mut self, now: NowFn) -> Self {
+        self.now = now;
+        self
+    }
+
+    /// The wall clock's time now.
+    pub(crate) fn now(&self) -> SystemTime {
+        (self.now)()
+    }
+
     /// True for the statuses worth another attempt.
     pub fn is_retryable(status: u16) -> bool {
         matches!(status, 429 | 500 | 502 | 503 | 504 | 529)
@@ -114,23 +133,83 @@ impl RetryPolicy {
         }
     }
 
+    /// The decision after attempt number `attempt` (0-based) failed to connect with `failure`
+    /// (no byte of a response arrived): the same backoff and attempt limit as a status.
+    pub fn decide_connect(&self, attempt: u32, failure: Option<ConnectFailure>) -> RetryDecision {
+        if failure.is_none() || attempt.saturating_add(1) >= self.max_attempts {
+            return RetryDecision::GiveUp;
+        }
+        RetryDecision::Retry(self.backoff(attempt))
+    }
+
     /// Waits `d` the policy's way.
     pub(crate) fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
         (self.sleep)(d)
     }
 }
 
-/// The server's requested wait: `retry-after-ms` (milliseconds, OpenAI) or `Retry-After` in
-/// seconds. An HTTP-date form is ignored (the backoff applies): model APIs send seconds, and
-/// honouring a date would need the wall clock here.
-pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+/// A connection failure that happened before any byte of a response, worth another attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectFailure {
+    /// The server refused the connection (nothing listens, or it is restarting).
+    Refused,
+    /// The connection was reset or closed before the response began.
+    Closed,
+    /// Establishing the connection took longer than the connect timeout.
+    TimedOut,
+}
+
+impl ConnectFailure {
+    /// The retryable kind of `error`, if it is one: a DNS failure, a TLS rejection or a
+    /// response that timed out after connecting are final (another attempt would fail the
+    /// same way, or repeat work the server may already be doing).
+    pub fn classify(error: &reqwest::Error) -> Option<Self> {
+        if error.is_timeout() {
+            return error.is_connect().then_some(Self::TimedOut);
+        }
+        if !error.is_connect() && !error.is_request() {
+            return None;
+        }
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+        while let Some(e) = source {
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                use std::io::ErrorKind as K;
+                match io.kind() {
+                    K::ConnectionRefused => return Some(Self::Refused),
+                    K::ConnectionReset
+                    | K::ConnectionAborted
+                    | K::BrokenPipe
+                    | K::UnexpectedEof
+                    | K::NotConnected => return Some(Self::Closed),
+                    K::TimedOut => return Some(Self::TimedOut),
+                    _ => {}
+                }
+                // A TLS rejection travels as an io::Error too; its inner error decides.
+            }
+            if let Some(h) = e.downcast_ref::<hyper::Error>()
+                && h.is_incomplete_message()
+            {
+                return Some(Self::Closed);
+            }
+            source = e.source();
+        }
+        None
+    }
+}
+
+/// The server's requested wait: `retry-after-ms` (milliseconds, OpenAI), else `Retry-After`
+/// in seconds or as an HTTP-date (measured from `now`; a date in the past means at once).
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let text = |name: &str| headers.get(name)?.to_str().ok().map(str::trim);
     if let Some(ms) = text("retry-after-ms").and_then(|t| t.parse::<f64>().ok()) {
         return finite_secs(ms / 1000.0);
     }
-    text("retry-after")
-        .and_then(|t| t.parse::<f64>().ok())
-        .and_then(finite_secs)
+    let value = text("retry-after")?;
+    if let Ok(secs) = value.parse::<f64>() {
+        return finite_secs(secs);
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 fn finite_secs(secs: f64) -> Option<Duration> {
@@ -178,23 +257,67 @@ mod tests {
         assert_eq!(p.decide(0, 429, Some(long)), RetryDecision::TooLong(long));
     }
 
+    /// 2015-10-21T07:28:00Z.
+    fn then() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480)
+    }
+
     #[test]
     fn retry_after_reads_milliseconds_then_seconds_and_ignores_garbage() {
         let mut h = HeaderMap::new();
-        assert_eq!(retry_after(&h), None);
+        assert_eq!(retry_after(&h, then()), None);
         h.insert("retry-after", HeaderValue::from_static("3"));
-        assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
+        assert_eq!(retry_after(&h, then()), Some(Duration::from_secs(3)));
         h.insert("retry-after-ms", HeaderValue::from_static("250"));
-        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+        assert_eq!(retry_after(&h, then()), Some(Duration::from_millis(250)));
         let mut h = HeaderMap::new();
+        for garbage in ["-5", "1e300", "soon", "Wed, 32 Oct 2015 07:28:00 GMT"] {
+            h.insert("retry-after", HeaderValue::from_static(garbage));
+            assert_eq!(retry_after(&h, then()), None, "{garbage}");
+        }
+    }
+
+    #[test]
+    fn an_http_date_retry_after_is_the_time_left_until_it() {
+        let mut h = HeaderMap::new();
+        for date in [
+            "Wed, 21 Oct 2015 07:28:05 GMT",
+            "Wednesday, 21-Oct-15 07:28:05 GMT",
+            "Wed Oct 21 07:28:05 2015",
+        ] {
+            h.insert("retry-after", HeaderValue::from_static(date));
+            assert_eq!(
+                retry_after(&h, then()),
+                Some(Duration::from_secs(5)),
+                "{date}"
+            );
+        }
         h.insert(
             "retry-after",
-            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:27:00 GMT"),
         );
-        assert_eq!(retry_after(&h), None);
-        h.insert("retry-after", HeaderValue::from_static("-5"));
-        assert_eq!(retry_after(&h), None);
-        h.insert("retry-after", HeaderValue::from_static("1e300"));
-        assert_eq!(retry_after(&h), None);
+        assert_eq!(
+            retry_after(&h, then()),
+            Some(Duration::ZERO),
+            "a past date means at once"
+        );
+    }
+
+    #[test]
+    fn connection_failures_back_off_like_statuses_within_the_same_attempt_limit() {
+        let p = RetryPolicy::default();
+        assert_eq!(
+            p.decide_connect(0, Some(ConnectFailure::Refused)),
+            RetryDecision::Retry(BACKOFF_BASE)
+        );
+        assert_eq!(
+            p.decide_connect(2, Some(ConnectFailure::Closed)),
+            RetryDecision::Retry(BACKOFF_BASE * 4)
+        );
+        assert_eq!(
+            p.decide_connect(MAX_ATTEMPTS - 1, Some(ConnectFailure::TimedOut)),
+            RetryDecision::GiveUp
+        );
+        assert_eq!(p.decide_connect(0, None), RetryDecision::GiveUp);
     }
 }

@@ -1,5 +1,6 @@
-//! The pulled HTTP stream both network providers share: send (with retries), then read the
-//! body as server-sent events and fold them through a provider-specific [`Decoder`].
+//! The pulled HTTP stream both network providers share: send (retrying statuses and
+//! connections that failed before any response byte), then read the body as server-sent
+//! events and fold them through a provider-specific [`Decoder`].
 //!
 //! No background task: every step runs inside [`ProviderStream::next`], raced against the
 //! cancellation token, so an abort ends a connect, a retry wait or a read at once and
@@ -12,7 +13,7 @@ use std::collections::VecDeque;
 use reqwest::header::HeaderMap;
 use tokio_util::sync::CancellationToken;
 
-use super::retry::{RetryDecision, RetryPolicy, retry_after};
+use super::retry::{ConnectFailure, RetryDecision, RetryPolicy, retry_after};
 use super::sse::{SseEvent, SseParser};
 use super::transport::{ERROR_BODY_LIMIT, Endpoint, READ_TIMEOUT, describe};
 use super::{ProviderEvent, ProviderStream};
@@ -212,7 +213,28 @@ impl<D: Decoder> HttpStream<D> {
                 } else {
                     "cannot reach"
                 };
-                return self.fail(format!("{what} {endpoint}: {}", describe(&e.without_url())));
+                let failure = ConnectFailure::classify(&e);
+                let mut message = format!("{what} {endpoint}: {}", describe(&e.without_url()));
+                return match self.retry.decide_connect(attempt, failure) {
+                    RetryDecision::Retry(delay) => {
+                        tracing::debug!(
+                            ?failure,
+                            attempt,
+                            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                            "model call failed to connect; retrying"
+                        );
+                        self.retry.sleep(delay).await;
+                        self.state = State::Send {
+                            attempt: attempt + 1,
+                        };
+                    }
+                    RetryDecision::GiveUp | RetryDecision::TooLong(_) => {
+                        if attempt > 0 {
+                            message.push_str(&format!(" (after {} attempts)", attempt + 1));
+                        }
+                        self.fail(message);
+                    }
+                };
             }
         };
         let status = response.status();
@@ -223,7 +245,7 @@ impl<D: Decoder> HttpStream<D> {
             };
             return;
         }
-        let wait = retry_after(response.headers());
+        let wait = retry_after(response.headers(), self.retry.now());
         let detail = error_detail(&read_limited(response).await);
         let mut message = format!("{endpoint} answered HTTP {}", status.as_u16());
         if let Some(reason) = status.canonical_reason() {

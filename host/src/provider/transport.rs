@@ -207,6 +207,26 @@ pub(crate) fn build_client(
         // Redirects would resend the key to wherever a server points; model APIs do not
         // redirect.
         .redirect(reqwest::redirect::Policy::none());
+    for der in trust_anchors(ca_file)? {
+        // The platform's certificates reqwest cannot use are skipped (as before); the CA
+        // file's were checked by `trust_anchors`.
+        if let Ok(cert) = reqwest::Certificate::from_der(&der) {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    builder
+        .build()
+        .map_err(|e| TransportError::Client(describe(&e.without_url())))
+}
+
+/// The certificates a provider's server may chain to: the platform's roots plus those of
+/// `ca_file` (shared by the HTTP client and the start-up probe, so both trust the same).
+///
+/// # Errors
+/// A [`TransportError`] naming the CA file.
+pub(crate) fn trust_anchors(
+    ca_file: Option<&Path>,
+) -> Result<Vec<CertificateDer<'static>>, TransportError> {
     let native = rustls_native_certs::load_native_certs();
     if !native.errors.is_empty() {
         tracing::debug!(
@@ -214,25 +234,17 @@ pub(crate) fn build_client(
             "some platform root certificates could not be loaded"
         );
     }
-    for der in native.certs {
-        if let Ok(cert) = reqwest::Certificate::from_der(&der) {
-            builder = builder.add_root_certificate(cert);
-        }
-    }
+    let mut out = native.certs;
     if let Some(path) = ca_file {
         for der in read_ca_file(path)? {
-            let cert = reqwest::Certificate::from_der(&der).map_err(|e| {
-                TransportError::CaFileInvalid {
-                    path: path.to_owned(),
-                    reason: Some(e.without_url().to_string()),
-                }
+            reqwest::Certificate::from_der(&der).map_err(|e| TransportError::CaFileInvalid {
+                path: path.to_owned(),
+                reason: Some(e.without_url().to_string()),
             })?;
-            builder = builder.add_root_certificate(cert);
+            out.push(der);
         }
     }
-    builder
-        .build()
-        .map_err(|e| TransportError::Client(describe(&e.without_url())))
+    Ok(out)
 }
 
 /// The PEM certificates of `path` (bounded; at least one).

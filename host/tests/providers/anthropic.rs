@@ -7,6 +7,7 @@ use baton_host::message::{
 };
 use baton_host::provider::anthropic::{ANTHROPIC_VERSION, AnthropicProvider};
 use baton_host::provider::config::{ModelCost, ModelSpec, ProviderConfig, ProviderKind};
+use baton_host::provider::retry::BACKOFF_BASE;
 use baton_host::provider::{
     AssistantBuilder, ModelRequest, Provider, ProviderEvent, ThinkingLevel,
 };
@@ -15,7 +16,8 @@ use baton_protocol::Value;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::fake::{End, FakeServer, HANG_GUARD, Reply, call, recording_retry};
+use crate::fake::{End, FakeServer, HANG_GUARD, Reply};
+use crate::support::{JsonBody, call, recording_retry};
 
 const KEY_ENV: &str = "PATH";
 const UNSET_ENV: &str = "BATON_PROVIDER_TEST_KEY_THAT_IS_NEVER_SET";
@@ -145,14 +147,14 @@ async fn https_stream_of_signed_and_redacted_thinking_text_and_tool_uses_is_asse
         req.header("anthropic-version").as_deref(),
         Some(ANTHROPIC_VERSION)
     );
-    assert_eq!(req.body["max_tokens"], 32_000);
+    assert_eq!(req.json()["max_tokens"], 32_000);
     assert_eq!(
-        req.body["thinking"],
+        req.json()["thinking"],
         json!({"type": "enabled", "budget_tokens": 16384})
     );
-    assert_eq!(req.body["system"][0]["text"], "be brief");
-    assert_eq!(req.body["tools"][0]["name"], "read");
-    assert_eq!(req.body["stream"], true);
+    assert_eq!(req.json()["system"][0]["text"], "be brief");
+    assert_eq!(req.json()["tools"][0]["name"], "read");
+    assert_eq!(req.json()["stream"], true);
 }
 
 #[tokio::test]
@@ -190,7 +192,7 @@ async fn the_next_call_replays_signatures_redacted_thinking_and_tool_results() {
     );
     assert_eq!(m.raw_stop_reason.as_deref(), Some("end_turn"));
 
-    let body = &server.requests()[1].body;
+    let body = &server.requests()[1].json();
     let messages = body["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 3);
     let a = &messages[1]["content"];
@@ -314,6 +316,33 @@ async fn status_errors_name_the_endpoint_and_overloaded_529_is_retried() {
         )
     );
     assert_eq!(*waits.lock().unwrap(), vec![Duration::from_secs(2)]);
+}
+
+#[tokio::test]
+async fn a_connection_closed_before_an_answer_is_retried_and_the_retry_streams() {
+    let server = FakeServer::tls(vec![
+        Reply::Close,
+        Reply::events(&[
+            START,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"retried"}}"#,
+            r#"{"type":"content_block_stop","index":0}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}"#,
+            r#"{"type":"message_stop"}"#,
+        ]),
+    ])
+    .await;
+    let (retry, waits) = recording_retry();
+    let p = provider(&server, None).with_retry(retry);
+    let (m, _) = call(&p, request(user("hi"), ThinkingLevel::Off)).await;
+    assert_eq!(
+        (m.stop_reason, m.text().as_str()),
+        (StopReason::Stop, "retried"),
+        "{:?}",
+        m.error_message
+    );
+    assert_eq!(*waits.lock().unwrap(), vec![BACKOFF_BASE]);
+    assert_eq!(server.requests().len(), 2);
 }
 
 #[tokio::test]

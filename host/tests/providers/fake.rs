@@ -1,23 +1,31 @@
 //! A fake model server on 127.0.0.1 (plain HTTP or HTTPS with a CA made at test start) that
-//! answers each connection with the next scripted [`Reply`] and records the requests.
+//! answers each request with the next scripted [`Reply`] and records the requests.
+//!
+//! Shared by two test crates: the providers suite (`host/tests/providers`) and the
+//! process-level `baton-host serve` suite (`host/cli/tests/providers_cli.rs`, through
+//! `#[path]`), so it uses only what both have: tokio, rustls, tokio-rustls, rcgen, tempfile.
+//! A reply is taken when a request has been read, so a connection that sends none (the host's
+//! start-up probe) uses none.
 
+#![allow(
+    dead_code,
+    reason = "each test crate including this module uses its own subset of it"
+)]
+
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use baton_host::message::AssistantMessage;
-use baton_host::provider::retry::{RetryPolicy, SleepFn};
-use baton_host::provider::{AssistantBuilder, ModelRequest, Provider, ProviderEvent};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, SanType,
 };
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
+use tokio::task::JoinSet;
 
 /// Bound on any one test's wait for the provider (a hang guard, never a synchronisation).
 pub(crate) const HANG_GUARD: Duration = Duration::from_secs(60);
@@ -29,7 +37,8 @@ pub(crate) enum End {
     Finish,
     /// The connection is closed mid-body (no terminating chunk).
     Cut,
-    /// The connection stays open and silent until the server is dropped.
+    /// The connection stays open and silent until the client closes it (or the server is
+    /// dropped); [`FakeServer::hanging`] reports each such reply once its pieces are written.
     Hang,
 }
 
@@ -52,6 +61,10 @@ pub(crate) enum Reply {
         /// The body.
         body: String,
     },
+    /// The request is read, then the connection is closed without a byte of answer.
+    Close,
+    /// The request is read, then the connection is reset (TCP RST) without an answer.
+    Reset,
 }
 
 impl Reply {
@@ -63,15 +76,13 @@ impl Reply {
         }
     }
 
-    /// Named events (Messages style: `event: <type>` + `data:`), cleanly finished.
+    /// Named events (Messages style: `event: <type>` + `data:`), cleanly finished. Each
+    /// payload starts with its `{"type":"…"` member, which names the event.
     pub(crate) fn events(payloads: &[&str]) -> Self {
         Self::Stream {
             pieces: payloads
                 .iter()
-                .map(|p| {
-                    let v: serde_json::Value = serde_json::from_str(p).expect("test JSON");
-                    format!("event: {}\ndata: {p}\n\n", v["type"].as_str().unwrap_or(""))
-                })
+                .map(|p| format!("event: {}\ndata: {p}\n\n", event_type(p)))
                 .collect(),
             end: End::Finish,
         }
@@ -81,7 +92,7 @@ impl Reply {
     pub(crate) fn ending(self, end: End) -> Self {
         match self {
             Self::Stream { pieces, .. } => Self::Stream { pieces, end },
-            other @ Self::Status { .. } => other,
+            other => other,
         }
     }
 
@@ -94,14 +105,27 @@ impl Reply {
         }
     }
 
-    /// A JSON error answer with `Retry-After: secs`.
-    pub(crate) fn retry_after(code: u16, secs: u64) -> Self {
+    /// A JSON error answer with `Retry-After: value` (seconds or an HTTP-date).
+    pub(crate) fn retry_after_text(code: u16, value: &str) -> Self {
         Self::Status {
             code,
-            headers: vec![("retry-after", secs.to_string())],
+            headers: vec![("retry-after", value.to_owned())],
             body: r#"{"error":{"message":"slow down"}}"#.into(),
         }
     }
+
+    /// A JSON error answer with `Retry-After: secs`.
+    pub(crate) fn retry_after(code: u16, secs: u64) -> Self {
+        Self::retry_after_text(code, &secs.to_string())
+    }
+}
+
+/// The `type` of a payload written as `{"type":"…",…}`.
+fn event_type(payload: &str) -> &str {
+    payload
+        .strip_prefix(r#"{"type":""#)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a test event payload starts with its \"type\"")
 }
 
 /// One received request.
@@ -109,8 +133,8 @@ impl Reply {
 pub(crate) struct Recorded {
     /// Request line and headers.
     pub(crate) head: String,
-    /// The JSON body.
-    pub(crate) body: serde_json::Value,
+    /// The body (JSON text).
+    pub(crate) body: String,
 }
 
 impl Recorded {
@@ -130,7 +154,13 @@ impl Recorded {
     }
 }
 
-/// The server; dropping it stops it (and closes hanging connections).
+/// What the connections share.
+struct Shared {
+    replies: Mutex<VecDeque<Reply>>,
+    hanging: mpsc::UnboundedSender<()>,
+}
+
+/// The server; dropping it stops it and closes every connection it serves.
 #[derive(Debug)]
 pub(crate) struct FakeServer {
     /// `http(s)://127.0.0.1:PORT/v1`.
@@ -138,21 +168,14 @@ pub(crate) struct FakeServer {
     /// PEM file of the CA that signed the server certificate (HTTPS only).
     pub(crate) ca_file: Option<PathBuf>,
     requests: Arc<Mutex<Vec<Recorded>>>,
-    stop: CancellationToken,
-    tracker: TaskTracker,
+    hanging: mpsc::UnboundedReceiver<()>,
+    /// The accept loop, which owns the connection tasks: dropping it aborts them all.
+    _task: JoinSet<()>,
     _dir: Option<tempfile::TempDir>,
 }
 
-impl Drop for FakeServer {
-    fn drop(&mut self) {
-        // The accept task sees the token at its next await and ends; nothing waits for it.
-        self.stop.cancel();
-        self.tracker.close();
-    }
-}
-
 impl FakeServer {
-    /// A plain-HTTP server answering `replies` in order (later connections are closed).
+    /// A plain-HTTP server answering `replies` in order (later requests get [`Reply::Close`]).
     pub(crate) async fn plain(replies: Vec<Reply>) -> Self {
         Self::start(replies, None).await
     }
@@ -173,46 +196,33 @@ impl FakeServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let scheme = if tls.is_some() { "https" } else { "http" };
+        let (hanging_tx, hanging) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            replies: Mutex::new(replies.into()),
+            hanging: hanging_tx,
+        });
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let stop = CancellationToken::new();
-        let task_requests = Arc::clone(&requests);
-        let task_stop = stop.clone();
-        let tracker = TaskTracker::new();
-        tracker.spawn(async move {
-            let mut replies = replies.into_iter();
-            loop {
-                let (tcp, _) = tokio::select! {
-                    () = task_stop.cancelled() => return,
-                    r = listener.accept() => match r { Ok(c) => c, Err(_) => return },
-                };
-                let reply = replies.next();
-                let record = Arc::clone(&task_requests);
-                let stop = task_stop.clone();
+        let record = Arc::clone(&requests);
+        let mut task = JoinSet::new();
+        task.spawn(async move {
+            let mut connections = JoinSet::new();
+            while let Ok((tcp, _)) = listener.accept().await {
+                let shared = Arc::clone(&shared);
+                let record = Arc::clone(&record);
                 let tls = tls.clone();
-                // One connection at a time, in order: the provider retries sequentially.
-                let served = async move {
-                    match tls {
-                        Some(cfg) => {
-                            let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-                            if let Ok(conn) = acceptor.accept(tcp).await {
-                                serve(conn, reply, &record, &stop).await;
-                            }
-                        }
-                        None => serve(tcp, reply, &record, &stop).await,
-                    }
-                };
-                tokio::select! {
-                    () = task_stop.cancelled() => return,
-                    () = served => {}
-                }
+                connections.spawn(async move {
+                    connection(tcp, tls, &shared, &record).await;
+                });
+                // Reap finished connections so a long test does not accumulate them.
+                while connections.try_join_next().is_some() {}
             }
         });
         Self {
             base_url: format!("{scheme}://{addr}/v1"),
             ca_file: None,
             requests,
-            stop,
-            tracker,
+            hanging,
+            _task: task,
             _dir: None,
         }
     }
@@ -221,21 +231,65 @@ impl FakeServer {
     pub(crate) fn requests(&self) -> Vec<Recorded> {
         self.requests.lock().expect("lock").clone()
     }
+
+    /// Waits (hang-guarded) until a [`End::Hang`] reply has written its pieces.
+    pub(crate) async fn hanging(&mut self) {
+        tokio::time::timeout(HANG_GUARD, self.hanging.recv())
+            .await
+            .expect("hang guard: no reply reached its hang")
+            .expect("the server stopped");
+    }
 }
 
-async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
-    mut conn: S,
-    reply: Option<Reply>,
+/// Serves one connection (TLS first when configured); a [`Reply::Reset`] resets it.
+async fn connection(
+    tcp: TcpStream,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    shared: &Shared,
     record: &Mutex<Vec<Recorded>>,
-    stop: &CancellationToken,
 ) {
-    let Some((head, body)) = read_request(&mut conn).await else {
-        return;
+    match tls {
+        Some(cfg) => {
+            // A connection that is not TLS (or a probe that only shakes hands) never reaches
+            // a request, so takes no reply and is not recorded.
+            let Ok(mut conn) = tokio_rustls::TlsAcceptor::from(cfg).accept(tcp).await else {
+                return;
+            };
+            if serve(&mut conn, shared, record).await {
+                let _ = conn.get_ref().0.set_zero_linger();
+            }
+        }
+        None => {
+            let mut tcp = tcp;
+            if serve(&mut tcp, shared, record).await {
+                let _ = tcp.set_zero_linger();
+            }
+        }
+    }
+}
+
+/// Reads one request and answers it; true when the connection is to be reset.
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut S,
+    shared: &Shared,
+    record: &Mutex<Vec<Recorded>>,
+) -> bool {
+    let Some((head, body)) = read_request(conn).await else {
+        return false;
     };
-    let body = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
-    record.lock().expect("lock").push(Recorded { head, body });
-    let Some(reply) = reply else { return };
+    record.lock().expect("lock").push(Recorded {
+        head,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    });
+    let reply = shared
+        .replies
+        .lock()
+        .expect("lock")
+        .pop_front()
+        .unwrap_or(Reply::Close);
     match reply {
+        Reply::Close => false,
+        Reply::Reset => true,
         Reply::Status {
             code,
             headers,
@@ -253,16 +307,17 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             let _ = conn.write_all(body.as_bytes()).await;
             let _ = conn.flush().await;
             let _ = conn.shutdown().await;
+            false
         }
         Reply::Stream { pieces, end } => {
             let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
             if conn.write_all(head.as_bytes()).await.is_err() {
-                return;
+                return false;
             }
             for p in pieces {
                 let chunk = format!("{:x}\r\n{p}\r\n", p.len());
                 if conn.write_all(chunk.as_bytes()).await.is_err() {
-                    return;
+                    return false;
                 }
                 let _ = conn.flush().await;
             }
@@ -273,8 +328,14 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                     let _ = conn.shutdown().await;
                 }
                 End::Cut => {}
-                End::Hang => stop.cancelled().await,
+                End::Hang => {
+                    let _ = shared.hanging.send(());
+                    // Mid-reply until the client goes away.
+                    let mut sink = [0u8; 1024];
+                    while matches!(conn.read(&mut sink).await, Ok(n) if n > 0) {}
+                }
             }
+            false
         }
     }
 }
@@ -341,57 +402,4 @@ fn tls_config() -> (Arc<rustls::ServerConfig>, String) {
         )
         .expect("server config");
     (Arc::new(config), ca_cert.pem())
-}
-
-/// A retry policy that records each wait and returns at once.
-pub(crate) fn recording_retry() -> (RetryPolicy, Arc<Mutex<Vec<Duration>>>) {
-    let waits = Arc::new(Mutex::new(Vec::new()));
-    let w = Arc::clone(&waits);
-    let sleep: SleepFn = Arc::new(move |d| {
-        w.lock().expect("lock").push(d);
-        Box::pin(async {})
-    });
-    (RetryPolicy::default().with_sleep(sleep), waits)
-}
-
-/// A retry policy whose wait never ends, reporting when it starts.
-pub(crate) fn stuck_retry() -> (RetryPolicy, mpsc::UnboundedReceiver<Duration>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let sleep: SleepFn = Arc::new(move |d| {
-        let _ = tx.send(d);
-        Box::pin(std::future::pending())
-    });
-    (RetryPolicy::default().with_sleep(sleep), rx)
-}
-
-/// Runs one call to the end: the settled message and every event.
-pub(crate) async fn call(
-    provider: &dyn Provider,
-    request: ModelRequest,
-) -> (AssistantMessage, Vec<ProviderEvent>) {
-    call_with(provider, request, CancellationToken::new()).await
-}
-
-/// [`call`] with a cancellation token (cancelled tokens settle as `aborted`).
-pub(crate) async fn call_with(
-    provider: &dyn Provider,
-    request: ModelRequest,
-    cancel: CancellationToken,
-) -> (AssistantMessage, Vec<ProviderEvent>) {
-    let model = request.model.clone();
-    let mut stream = provider.stream(request, cancel.clone());
-    let mut builder = AssistantBuilder::new(provider.api(), provider.id(), &model, 1);
-    let mut events = Vec::new();
-    loop {
-        let ev = tokio::time::timeout(HANG_GUARD, stream.next())
-            .await
-            .expect("hang guard: the provider stream stalled");
-        let Some(ev) = ev else { break };
-        events.push(ev.clone());
-        builder.apply(ev);
-        if builder.is_finished() {
-            break;
-        }
-    }
-    (builder.finish(cancel.is_cancelled()), events)
 }

@@ -1,6 +1,7 @@
 //! The network model providers against local fake servers (loopback only, plain HTTP and
 //! HTTPS with a CA made at test start): stream shapes, set-up failures inside the stream,
-//! abort, interruption, `length` mid tool call, retries and their limits, replay.
+//! abort, interruption, `length` mid tool call, retries and their limits, replay; and the
+//! start-up probe against the same servers.
 
 #![allow(
     clippy::unwrap_used,
@@ -10,3 +11,5 @@
 mod anthropic;
 mod fake;
 mod openai;
+mod probe;
+mod support;

@@ -14,7 +14,8 @@ use baton_host::tool::ToolSpec;
 use baton_protocol::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::fake::{End, FakeServer, Reply, call, call_with, recording_retry, stuck_retry};
+use crate::fake::{End, FakeServer, Reply};
+use crate::support::{JsonBody, call, call_with, recording_retry, recording_retry_at, stuck_retry};
 
 /// A variable every test process inherits (the crate forbids `unsafe`, so `set_var` is out):
 /// its value stands in for an API key.
@@ -121,7 +122,7 @@ async fn https_stream_of_reasoning_text_and_parallel_split_tool_calls_is_assembl
         reqs[0].header("authorization"),
         Some(format!("Bearer {key}"))
     );
-    let body = &reqs[0].body;
+    let body = &reqs[0].json();
     assert_eq!(body["model"], "qwen-test");
     assert_eq!(body["stream"], true);
     assert_eq!(body["stream_options"]["include_usage"], true);
@@ -164,7 +165,7 @@ async fn the_next_call_replays_reasoning_and_tool_calls_and_sends_reasoning_effo
         (StopReason::Stop, "Done.")
     );
 
-    let body = &server.requests()[1].body;
+    let body = &server.requests()[1].json();
     let assistant = &body["messages"][2];
     assert_eq!(assistant["reasoning_content"], "Let me look.");
     assert_eq!(assistant["content"], "Listing files.");
@@ -448,11 +449,13 @@ async fn a_missing_key_variable_fails_inside_the_stream_before_any_request() {
 }
 
 #[tokio::test]
-async fn an_unreachable_server_is_an_error_naming_it() {
+async fn an_unreachable_server_is_retried_with_backoff_then_an_error_naming_it() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     drop(listener);
-    let p = OpenAiProvider::new(ProviderConfig::openai(format!("http://{addr}/v1")));
+    let (retry, waits) = recording_retry();
+    let p =
+        OpenAiProvider::new(ProviderConfig::openai(format!("http://{addr}/v1"))).with_retry(retry);
     let (m, _) = call(&p, request(user("hi"))).await;
     assert_eq!(m.stop_reason, StopReason::Error);
     let err = m.error_message.unwrap();
@@ -460,18 +463,98 @@ async fn an_unreachable_server_is_an_error_naming_it() {
         err.starts_with(&format!("cannot reach http://{addr}/v1/chat/completions")),
         "{err}"
     );
+    assert!(
+        err.ends_with(&format!("(after {MAX_ATTEMPTS} attempts)")),
+        "{err}"
+    );
+    let expected: Vec<Duration> = (0..MAX_ATTEMPTS - 1)
+        .map(|i| BACKOFF_BASE * 2u32.pow(i))
+        .collect();
+    assert_eq!(*waits.lock().unwrap(), expected);
+}
+
+#[tokio::test]
+async fn connections_closed_or_reset_before_an_answer_are_retried_then_the_answer_streams() {
+    let server = FakeServer::tls(vec![
+        Reply::Close,
+        Reply::Reset,
+        Reply::data(&[
+            r#"{"choices":[{"delta":{"content":"third time"},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ]),
+    ])
+    .await;
+    let (retry, waits) = recording_retry();
+    let (m, _) = call(
+        &provider(&server, None).with_retry(retry),
+        request(user("hi")),
+    )
+    .await;
+    assert_eq!(
+        (m.stop_reason, m.text().as_str()),
+        (StopReason::Stop, "third time"),
+        "{:?}",
+        m.error_message
+    );
+    assert_eq!(*waits.lock().unwrap(), vec![BACKOFF_BASE, BACKOFF_BASE * 2]);
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn a_retry_after_http_date_waits_until_that_time_by_the_policys_clock() {
+    let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let date = httpdate::fmt_http_date(now + Duration::from_secs(5));
+    let server = FakeServer::plain(vec![
+        Reply::retry_after_text(429, &date),
+        Reply::data(&[
+            r#"{"choices":[{"delta":{"content":"later"},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ]),
+    ])
+    .await;
+    let (retry, waits) = recording_retry_at(now);
+    let (m, _) = call(
+        &provider(&server, None).with_retry(retry),
+        request(user("hi")),
+    )
+    .await;
+    assert_eq!(
+        (m.stop_reason, m.text().as_str()),
+        (StopReason::Stop, "later")
+    );
+    assert_eq!(*waits.lock().unwrap(), vec![Duration::from_secs(5)]);
+}
+
+#[tokio::test]
+async fn a_retry_after_http_date_beyond_the_limit_fails_at_once() {
+    let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let date = httpdate::fmt_http_date(now + MAX_RETRY_AFTER + Duration::from_secs(30));
+    let server = FakeServer::plain(vec![Reply::retry_after_text(503, &date)]).await;
+    let (retry, waits) = recording_retry_at(now);
+    let (m, _) = call(
+        &provider(&server, None).with_retry(retry),
+        request(user("hi")),
+    )
+    .await;
+    let err = m.error_message.unwrap();
+    assert!(err.contains("HTTP 503"), "{err}");
+    assert!(err.contains("asks to retry after 90 s"), "{err}");
+    assert!(waits.lock().unwrap().is_empty());
+    assert_eq!(server.requests().len(), 1);
 }
 
 #[tokio::test]
 async fn a_server_certificate_from_an_unknown_ca_is_a_tls_error() {
     let server = FakeServer::tls(vec![Reply::data(&["[DONE]"])]).await;
     // No CA file: the test CA is not trusted.
-    let p = OpenAiProvider::new(ProviderConfig::openai(&server.base_url));
+    let (retry, waits) = recording_retry();
+    let p = OpenAiProvider::new(ProviderConfig::openai(&server.base_url)).with_retry(retry);
     let (m, _) = call(&p, request(user("hi"))).await;
     assert_eq!(m.stop_reason, StopReason::Error);
     let err = m.error_message.unwrap();
     assert!(err.starts_with("cannot reach https://127.0.0.1:"), "{err}");
     assert!(err.to_lowercase().contains("certificate"), "{err}");
+    assert!(waits.lock().unwrap().is_empty(), "a TLS rejection is final");
     assert!(server.requests().is_empty());
 }
 

@@ -11,12 +11,12 @@
 
 use std::collections::BTreeMap;
 
-use baton_protocol::{Map, Value};
 use serde_json::Value as Json;
 
 use crate::message::{StopReason, ToolCall, Usage};
 use crate::provider::ProviderEvent;
 use crate::provider::config::ModelCost;
+use crate::provider::decode::{Settle, arguments, metadata};
 use crate::provider::sse::SseEvent;
 use crate::provider::stream::Decoder;
 
@@ -37,27 +37,25 @@ enum Block {
 /// The Messages decoder.
 #[derive(Debug, Default)]
 pub(crate) struct MessagesDecoder {
-    endpoint: String,
-    cost: Option<ModelCost>,
+    base: Settle,
     open: BTreeMap<u64, Block>,
     usage: Usage,
     stop_reason: Option<String>,
-    finished: bool,
 }
 
 impl MessagesDecoder {
     /// A decoder whose errors name `endpoint` and whose usage is priced by `cost`.
     pub(crate) fn new(endpoint: String, cost: Option<ModelCost>) -> Self {
         Self {
-            endpoint,
-            cost,
+            base: Settle::new(endpoint, cost),
             ..Self::default()
         }
     }
 
-    fn fail(&mut self, message: String) -> Vec<ProviderEvent> {
-        self.finished = true;
-        vec![ProviderEvent::Error(message)]
+    /// The blocks still open (closed as they stand), the usage so far, then the error.
+    fn cut_short(&mut self, message: String) -> Vec<ProviderEvent> {
+        let flushed = self.flush_open();
+        self.base.cut(flushed, Some(self.usage), message)
     }
 
     fn on_json(&mut self, kind: &str, ev: &Json) -> Vec<ProviderEvent> {
@@ -66,14 +64,7 @@ impl MessagesDecoder {
         match kind {
             "message_start" => {
                 let m = ev.get("message").unwrap_or(&Json::Null);
-                let response_id = m.get("id").and_then(Json::as_str).map(str::to_owned);
-                let response_model = m.get("model").and_then(Json::as_str).map(str::to_owned);
-                if response_id.is_some() || response_model.is_some() {
-                    out.push(ProviderEvent::Metadata {
-                        response_id,
-                        response_model,
-                    });
-                }
+                out.extend(metadata(m));
                 if let Some(u) = m.get("usage") {
                     self.merge_usage(u);
                 }
@@ -150,11 +141,10 @@ impl MessagesDecoder {
                 let e = ev.get("error").unwrap_or(&Json::Null);
                 let kind = e.get("type").and_then(Json::as_str).unwrap_or("error");
                 let msg = e.get("message").and_then(Json::as_str).unwrap_or("");
-                out.extend(self.flush_open());
-                out.extend(self.fail(format!(
-                    "{} reported {kind} mid-stream: {msg}",
-                    self.endpoint
-                )));
+                let flushed = self.flush_open();
+                out.extend(flushed);
+                let message = format!("{} reported {kind} mid-stream: {msg}", self.base.endpoint);
+                out.push(self.base.fail(message));
             }
             // `ping` and future event types.
             _ => {}
@@ -181,14 +171,6 @@ impl MessagesDecoder {
         u.total_tokens = u.input + u.output + u.cache_read + u.cache_write;
     }
 
-    fn priced_usage(&self) -> ProviderEvent {
-        let mut u = self.usage;
-        if let Some(c) = &self.cost {
-            c.apply(&mut u);
-        }
-        ProviderEvent::Usage(u)
-    }
-
     /// Blocks still open, closed as they stand (tool inputs unparsed).
     fn flush_open(&mut self) -> Vec<ProviderEvent> {
         std::mem::take(&mut self.open)
@@ -199,8 +181,8 @@ impl MessagesDecoder {
 
     fn settle(&mut self) -> Vec<ProviderEvent> {
         let mut out = self.flush_open();
-        out.push(self.priced_usage());
-        self.finished = true;
+        out.push(self.base.priced(self.usage));
+        self.base.finish();
         let raw = self.stop_reason.clone();
         let stop = match raw.as_deref() {
             Some("max_tokens" | "model_context_window_exceeded") => StopReason::Length,
@@ -238,32 +220,25 @@ fn close(block: Block, complete: bool) -> Vec<ProviderEvent> {
             out.push(ProviderEvent::BlockEnd);
             out
         }
-        Block::ToolUse { id, name, json } => {
-            let arguments = if json.trim().is_empty() && complete {
-                Value::Map(Map::new())
-            } else if complete {
-                Value::from_json(&json).unwrap_or(Value::String(json))
-            } else {
-                Value::String(json)
-            };
-            vec![ProviderEvent::ToolCall(ToolCall::new(id, name, arguments))]
-        }
+        Block::ToolUse { id, name, json } => vec![ProviderEvent::ToolCall(ToolCall::new(
+            id,
+            name,
+            arguments(json, complete),
+        ))],
     }
 }
 
 impl Decoder for MessagesDecoder {
     fn on_event(&mut self, event: &SseEvent) -> Vec<ProviderEvent> {
-        if self.finished {
+        if self.base.is_finished() {
             return Vec::new();
         }
         let json: Json = match serde_json::from_str(&event.data) {
             Ok(j) => j,
             Err(e) => {
+                let message = format!("malformed stream event from {}: {e}", self.base.endpoint);
                 let mut out = self.flush_open();
-                out.extend(self.fail(format!(
-                    "malformed stream event from {}: {e}",
-                    self.endpoint
-                )));
+                out.push(self.base.fail(message));
                 return out;
             }
         };
@@ -278,35 +253,32 @@ impl Decoder for MessagesDecoder {
     }
 
     fn on_end(&mut self) -> Vec<ProviderEvent> {
-        if self.finished {
+        if self.base.is_finished() {
             return Vec::new();
         }
-        let mut out = self.flush_open();
-        out.push(self.priced_usage());
-        out.extend(self.fail(format!(
+        let message = format!(
             "{} closed the stream before message_stop",
-            self.endpoint
-        )));
-        out
+            self.base.endpoint
+        );
+        self.cut_short(message)
     }
 
     fn on_interrupted(&mut self, message: String) -> Vec<ProviderEvent> {
-        if self.finished {
+        if self.base.is_finished() {
             return Vec::new();
         }
-        let mut out = self.flush_open();
-        out.push(self.priced_usage());
-        out.extend(self.fail(message));
-        out
+        self.cut_short(message)
     }
 
     fn is_finished(&self) -> bool {
-        self.finished
+        self.base.is_finished()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use baton_protocol::Value;
+
     use super::*;
 
     fn feed(d: &mut MessagesDecoder, events: &[&str]) -> Vec<ProviderEvent> {

@@ -8,13 +8,12 @@
 mod decode;
 mod request;
 
-use reqwest::header::HeaderValue;
+use reqwest::header::{HeaderMap, HeaderValue};
 use tokio_util::sync::CancellationToken;
 
-use super::config::{ModelSpec, ProviderConfig};
-use super::remote::{Auth, Remote, process_env};
+use super::config::{ModelCost, ModelSpec, ProviderConfig};
+use super::remote::{Auth, Remote, Wire, remote_builders};
 use super::retry::RetryPolicy;
-use super::stream::HttpStream;
 use super::transport::Timeouts;
 use super::{ModelRequest, Provider, ProviderStream};
 
@@ -38,34 +37,35 @@ impl AnthropicProvider {
     /// Set-up failures are reported by every stream as its error event.
     pub fn new(config: ProviderConfig) -> Self {
         Self {
-            remote: Remote::new(config, "/messages"),
+            remote: Remote::new(config, Self::SUFFIX),
         }
     }
 
-    /// Uses the limits, prices and reasoning support of `models`.
-    #[must_use]
-    pub fn with_models(mut self, models: Vec<ModelSpec>) -> Self {
-        self.remote.set_models(models);
-        self
+    remote_builders!();
+}
+
+impl Wire for AnthropicProvider {
+    type Decoder = decode::MessagesDecoder;
+    const SUFFIX: &'static str = "/messages";
+    const AUTH: Auth = Auth::XApiKey;
+
+    fn body(request: &ModelRequest, provider: &str, spec: Option<&ModelSpec>) -> Vec<u8> {
+        request::request_body(request, provider, spec)
+            .to_string()
+            .into_bytes()
     }
 
-    /// Uses `retry` instead of the default limits.
-    #[must_use]
-    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.remote.retry = retry;
-        self
+    fn decoder(endpoint: String, cost: Option<ModelCost>) -> Self::Decoder {
+        decode::MessagesDecoder::new(endpoint, cost)
     }
 
-    /// Uses `timeouts` instead of the defaults.
-    #[must_use]
-    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.remote.set_timeouts(&timeouts);
-        self
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &ProviderConfig {
-        &self.remote.config
+    fn headers(headers: &mut HeaderMap) {
+        if !headers.contains_key("anthropic-version") {
+            headers.insert(
+                "anthropic-version",
+                HeaderValue::from_static(ANTHROPIC_VERSION),
+            );
+        }
     }
 }
 
@@ -79,27 +79,6 @@ impl Provider for AnthropicProvider {
     }
 
     fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> Box<dyn ProviderStream> {
-        let spec = self.remote.spec(&request.model);
-        let body = request::request_body(&request, &self.remote.config.id, spec).to_string();
-        let call = self
-            .remote
-            .prepare(body.into_bytes(), Auth::XApiKey, &process_env)
-            .map(|mut call| {
-                if !call.headers.contains_key("anthropic-version") {
-                    call.headers.insert(
-                        "anthropic-version",
-                        HeaderValue::from_static(ANTHROPIC_VERSION),
-                    );
-                }
-                call
-            });
-        let decoder =
-            decode::MessagesDecoder::new(self.remote.endpoint_text(), spec.and_then(|s| s.cost));
-        Box::new(HttpStream::new(
-            call,
-            decoder,
-            self.remote.retry.clone(),
-            cancel,
-        ))
+        self.remote.stream::<Self>(&request, cancel)
     }
 }

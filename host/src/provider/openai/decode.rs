@@ -7,13 +7,13 @@
 
 use std::collections::BTreeMap;
 
-use baton_protocol::{Map, Value};
 use serde_json::Value as Json;
 
 use super::request::REASONING_FIELDS;
 use crate::message::{StopReason, ToolCall, Usage};
 use crate::provider::ProviderEvent;
 use crate::provider::config::ModelCost;
+use crate::provider::decode::{Settle, arguments, metadata};
 use crate::provider::sse::SseEvent;
 use crate::provider::stream::Decoder;
 
@@ -27,30 +27,27 @@ struct PartialCall {
 /// The chat-completions decoder.
 #[derive(Debug, Default)]
 pub(crate) struct ChunkDecoder {
-    endpoint: String,
-    cost: Option<ModelCost>,
+    base: Settle,
     calls: BTreeMap<u64, PartialCall>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
     meta_sent: bool,
     /// The reasoning field of the open thinking block (its signature), if one is open.
     thinking_field: Option<String>,
-    finished: bool,
 }
 
 impl ChunkDecoder {
     /// A decoder whose errors name `endpoint` and whose usage is priced by `cost`.
     pub(crate) fn new(endpoint: String, cost: Option<ModelCost>) -> Self {
         Self {
-            endpoint,
-            cost,
+            base: Settle::new(endpoint, cost),
             ..Self::default()
         }
     }
 
     /// One SSE `data:` payload.
     pub(crate) fn on_data(&mut self, data: &str) -> Vec<ProviderEvent> {
-        if self.finished {
+        if self.base.is_finished() {
             return Vec::new();
         }
         if data.trim() == "[DONE]" {
@@ -59,10 +56,8 @@ impl ChunkDecoder {
         let chunk: Json = match serde_json::from_str(data) {
             Ok(c) => c,
             Err(e) => {
-                return self.fail(format!(
-                    "malformed stream chunk from {}: {e}",
-                    self.endpoint
-                ));
+                let message = format!("malformed stream chunk from {}: {e}", self.base.endpoint);
+                return vec![self.base.fail(message)];
             }
         };
         if let Some(err) = chunk.get("error") {
@@ -70,19 +65,13 @@ impl ChunkDecoder {
                 .get("message")
                 .and_then(Json::as_str)
                 .map_or_else(|| err.to_string(), str::to_owned);
-            return self.fail(format!("{} reported an error: {msg}", self.endpoint));
+            let message = format!("{} reported an error: {msg}", self.base.endpoint);
+            return vec![self.base.fail(message)];
         }
         let mut out = Vec::new();
         if !self.meta_sent {
             self.meta_sent = true;
-            let response_id = chunk.get("id").and_then(Json::as_str).map(str::to_owned);
-            let response_model = chunk.get("model").and_then(Json::as_str).map(str::to_owned);
-            if response_id.is_some() || response_model.is_some() {
-                out.push(ProviderEvent::Metadata {
-                    response_id,
-                    response_model,
-                });
-            }
+            out.extend(metadata(&chunk));
         }
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
             self.usage = Some(usage(u));
@@ -174,11 +163,7 @@ impl ChunkDecoder {
         std::mem::take(&mut self.calls)
             .into_iter()
             .map(|(i, call)| {
-                let arguments = if call.arguments.trim().is_empty() {
-                    Value::Map(Map::new())
-                } else {
-                    Value::from_json(&call.arguments).unwrap_or(Value::String(call.arguments))
-                };
+                let arguments = arguments(call.arguments, true);
                 let id = if call.id.is_empty() {
                     format!("call_{i}")
                 } else {
@@ -189,29 +174,16 @@ impl ChunkDecoder {
             .collect()
     }
 
-    fn priced_usage(&self) -> Option<ProviderEvent> {
-        let mut u = self.usage?;
-        if let Some(c) = &self.cost {
-            c.apply(&mut u);
-        }
-        Some(ProviderEvent::Usage(u))
-    }
-
     /// Ends the stream. `clean` is true for `[DONE]`; at EOF without it, a finish reason must
     /// have been seen or the response counts as cut off.
     fn settle(&mut self, clean: bool) -> Vec<ProviderEvent> {
         if !clean && self.finish_reason.is_none() {
-            let mut out = self.take_calls();
-            out.extend(self.priced_usage());
-            out.extend(self.fail(format!(
-                "{} closed the stream before finishing",
-                self.endpoint
-            )));
-            return out;
+            let message = format!("{} closed the stream before finishing", self.base.endpoint);
+            return self.cut_short(message);
         }
-        self.finished = true;
+        self.base.finish();
         let mut out = self.take_calls();
-        out.extend(self.priced_usage());
+        out.extend(self.usage.map(|u| self.base.priced(u)));
         let raw = self.finish_reason.clone();
         let stop = match raw.as_deref() {
             Some("length") => StopReason::Length,
@@ -222,7 +194,7 @@ impl ChunkDecoder {
                 }
                 out.push(ProviderEvent::Error(format!(
                     "{} blocked the response with a content filter",
-                    self.endpoint
+                    self.base.endpoint
                 )));
                 return out;
             }
@@ -235,9 +207,10 @@ impl ChunkDecoder {
         out
     }
 
-    fn fail(&mut self, message: String) -> Vec<ProviderEvent> {
-        self.finished = true;
-        vec![ProviderEvent::Error(message)]
+    /// The calls and usage so far, then the error.
+    fn cut_short(&mut self, message: String) -> Vec<ProviderEvent> {
+        let calls = self.take_calls();
+        self.base.cut(calls, self.usage, message)
     }
 }
 
@@ -247,24 +220,21 @@ impl Decoder for ChunkDecoder {
     }
 
     fn on_end(&mut self) -> Vec<ProviderEvent> {
-        if self.finished {
+        if self.base.is_finished() {
             return Vec::new();
         }
         self.settle(false)
     }
 
     fn on_interrupted(&mut self, message: String) -> Vec<ProviderEvent> {
-        if self.finished {
+        if self.base.is_finished() {
             return Vec::new();
         }
-        let mut out = self.take_calls();
-        out.extend(self.priced_usage());
-        out.extend(self.fail(message));
-        out
+        self.cut_short(message)
     }
 
     fn is_finished(&self) -> bool {
-        self.finished
+        self.base.is_finished()
     }
 }
 
@@ -295,6 +265,8 @@ fn usage(u: &Json) -> Usage {
 
 #[cfg(test)]
 mod tests {
+    use baton_protocol::Value;
+
     use super::*;
 
     fn feed(d: &mut ChunkDecoder, data: &[&str]) -> Vec<ProviderEvent> {

@@ -13,10 +13,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::config::{ModelSpec, ProviderConfig};
-use super::remote::{Auth, Remote, process_env};
+use super::config::{ModelCost, ModelSpec, ProviderConfig};
+use super::remote::{Auth, Remote, Wire, remote_builders};
 use super::retry::RetryPolicy;
-use super::stream::HttpStream;
 use super::transport::{CONNECT_TIMEOUT, Timeouts};
 use super::{ModelRequest, Provider, ProviderStream};
 
@@ -67,34 +66,26 @@ impl OpenAiProvider {
     /// every stream as its error event (and by [`ProviderConfig::validate`] at start-up).
     pub fn new(config: impl Into<ProviderConfig>) -> Self {
         Self {
-            remote: Remote::new(config.into(), "/chat/completions"),
+            remote: Remote::new(config.into(), Self::SUFFIX),
         }
     }
 
-    /// Uses the limits, prices and reasoning support of `models`.
-    #[must_use]
-    pub fn with_models(mut self, models: Vec<ModelSpec>) -> Self {
-        self.remote.set_models(models);
-        self
+    remote_builders!();
+}
+
+impl Wire for OpenAiProvider {
+    type Decoder = decode::ChunkDecoder;
+    const SUFFIX: &'static str = "/chat/completions";
+    const AUTH: Auth = Auth::Bearer;
+
+    fn body(request: &ModelRequest, provider: &str, spec: Option<&ModelSpec>) -> Vec<u8> {
+        request::request_body(request, provider, spec)
+            .to_string()
+            .into_bytes()
     }
 
-    /// Uses `retry` instead of the default limits.
-    #[must_use]
-    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.remote.retry = retry;
-        self
-    }
-
-    /// Uses `timeouts` instead of the defaults.
-    #[must_use]
-    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.remote.set_timeouts(&timeouts);
-        self
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &ProviderConfig {
-        &self.remote.config
+    fn decoder(endpoint: String, cost: Option<ModelCost>) -> Self::Decoder {
+        decode::ChunkDecoder::new(endpoint, cost)
     }
 }
 
@@ -108,18 +99,6 @@ impl Provider for OpenAiProvider {
     }
 
     fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> Box<dyn ProviderStream> {
-        let spec = self.remote.spec(&request.model);
-        let body = request::request_body(&request, &self.remote.config.id, spec).to_string();
-        let call = self
-            .remote
-            .prepare(body.into_bytes(), Auth::Bearer, &process_env);
-        let decoder =
-            decode::ChunkDecoder::new(self.remote.endpoint_text(), spec.and_then(|s| s.cost));
-        Box::new(HttpStream::new(
-            call,
-            decoder,
-            self.remote.retry.clone(),
-            cancel,
-        ))
+        self.remote.stream::<Self>(&request, cancel)
     }
 }
