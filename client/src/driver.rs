@@ -23,10 +23,11 @@ use tokio::time::Instant;
 
 use crate::client::{Deferred, Shared, Waiter};
 use crate::config::ClientConfig;
-use crate::conn::{ClientConn, Command, Event, HandshakeFailure};
+use crate::conn::{ClientConn, Command, Event};
 use crate::endpoint::Endpoint;
 use crate::error::ConnectError;
 use crate::status::Status;
+use crate::tls;
 use crate::transport::{self, BoxStream};
 
 /// Room made in the read buffer before each read.
@@ -88,7 +89,7 @@ pub(crate) async fn establish<W>(
                 conn.handle_read(now());
             }
             if let Some(failure) = conn.take_handshake_failure() {
-                return Err(handshake_error(endpoint, failure));
+                return Err(failure.into_error(endpoint));
             }
             if conn.is_live() {
                 return Ok(Transport { stream });
@@ -110,25 +111,19 @@ pub(crate) async fn establish<W>(
 }
 
 fn read_error(endpoint: &Endpoint, e: std::io::Error) -> ConnectError {
+    // A TLS alert (in TLS 1.3, the server refusing the client certificate) or a reset
+    // surfaces as I/O on the first read.
+    let failure = tls::tls_failure(&e);
     match DecodeError::from(e) {
-        // A TLS alert or reset surfaces as I/O on the first read.
         DecodeError::Io(reason) if matches!(endpoint, Endpoint::Tls { .. }) => ConnectError::Tls {
             endpoint: endpoint.clone(),
             reason,
+            failure,
         },
         source => ConnectError::Protocol {
             endpoint: endpoint.clone(),
             source,
         },
-    }
-}
-
-fn handshake_error(endpoint: &Endpoint, failure: HandshakeFailure) -> ConnectError {
-    let endpoint = endpoint.clone();
-    match failure {
-        HandshakeFailure::Handshake(source) => ConnectError::Handshake { endpoint, source },
-        HandshakeFailure::Decode(source) => ConnectError::Protocol { endpoint, source },
-        HandshakeFailure::Closed => ConnectError::Closed { endpoint },
     }
 }
 
@@ -205,7 +200,7 @@ impl Driver {
                 match dialled {
                     None => self.conn.close("client closed"),
                     Some(Ok(t)) => return Some(t),
-                    Some(Err(e)) => self.conn.handle_connect_failed(now(), e.to_string()),
+                    Some(Err(e)) => self.conn.handle_connect_failed(now(), &e),
                 }
                 continue;
             }

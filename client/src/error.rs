@@ -4,6 +4,7 @@ use baton_protocol::handshake::HandshakeError;
 use baton_protocol::{DecodeError, EncodeError, ErrorCode, WireError};
 
 use crate::endpoint::Endpoint;
+use crate::status::ReconnectRefusal;
 use crate::tls::TlsConfigError;
 
 /// Why a connection could not be established.
@@ -28,6 +29,8 @@ pub enum ConnectError {
         endpoint: Endpoint,
         /// rustls' or the peer's reason.
         reason: String,
+        /// Who refused whom, as far as the TLS error says.
+        failure: TlsFailure,
     },
     /// The server answered the hello with `hello_error`, or the handshake broke a rule
     /// (wrong server id, unexpected first message).
@@ -60,7 +63,77 @@ pub enum ConnectError {
     },
 }
 
+/// What a failed TLS handshake says about who refused whom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TlsFailure {
+    /// The server refused this client's certificate, or its lack of one: it sent a fatal
+    /// alert about the certificate (`unknown_ca`, `bad_certificate`, `certificate_required`,
+    /// `certificate_revoked`, `certificate_expired`, `access_denied`, …).
+    ClientRefused,
+    /// This client did not accept the server's certificate (unknown issuer, not valid for
+    /// the name, expired).
+    ServerRejected,
+    /// Anything else: the connection reset mid-handshake, a protocol error, a bad name.
+    Other,
+}
+
 impl ConnectError {
+    /// Why retrying this connection can never succeed, if that is so: the server is not the
+    /// one pinned by [`ClientConfig::expected_server_id`](crate::ClientConfig) (or first
+    /// reached), it refused this client's identity (`hello_error` `forbidden`, or a TLS alert
+    /// about the client certificate), the client no longer trusts its certificate, or it
+    /// speaks another protocol version. `None` for failures a retry may cure (unreachable,
+    /// reset, timed out, `server_draining`, `busy`, garbled bytes).
+    ///
+    /// A reconnecting client stops at once on these ([`CloseReason::Refused`]).
+    ///
+    /// [`CloseReason::Refused`]: crate::CloseReason::Refused
+    pub fn refusal(&self) -> Option<ReconnectRefusal> {
+        match self {
+            Self::Handshake {
+                source: HandshakeError::ServerMismatch { got, expected },
+                ..
+            } => Some(ReconnectRefusal::ServerChanged {
+                expected: expected.clone(),
+                got: got.clone(),
+            }),
+            Self::Handshake {
+                source: HandshakeError::Server(e),
+                ..
+            } => match e.kind() {
+                Some(ErrorCode::Forbidden) => Some(ReconnectRefusal::IdentityRefused {
+                    reason: e.message.clone(),
+                }),
+                Some(ErrorCode::Version) => Some(ReconnectRefusal::Incompatible {
+                    reason: e.message.clone(),
+                }),
+                _ => None,
+            },
+            Self::Tls {
+                reason,
+                failure: TlsFailure::ClientRefused,
+                ..
+            } => Some(ReconnectRefusal::IdentityRefused {
+                reason: format!("the TLS handshake refused its certificate ({reason})"),
+            }),
+            Self::Tls {
+                reason,
+                failure: TlsFailure::ServerRejected,
+                ..
+            } => Some(ReconnectRefusal::ServerUntrusted {
+                reason: reason.clone(),
+            }),
+            Self::Io { .. }
+            | Self::TlsConfig(_)
+            | Self::Tls { .. }
+            | Self::Handshake { .. }
+            | Self::Protocol { .. }
+            | Self::Closed { .. }
+            | Self::Timeout { .. } => None,
+        }
+    }
+
     /// The server's error code when it refused the hello (e.g. `version`).
     pub fn server_code(&self) -> Option<&str> {
         match self {

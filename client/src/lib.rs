@@ -36,7 +36,14 @@
 //! [`RequestError::OutcomeUnknown`]: it may have run. One that never left the client fails
 //! with [`RequestError::NotSent`]. With a [`ReconnectPolicy`] the client reconnects with
 //! backoff (to the same `serverId` only), re-attaches and re-subscribes; subscriptions report
-//! [`SubscriptionEvent::Resyncing`] and then a fresh snapshot.
+//! [`SubscriptionEvent::Resyncing`] and then a fresh snapshot. [`Status::Reconnecting`]
+//! carries the delay drawn for the next attempt.
+//!
+//! A reconnect attempt that no retry can cure ends the client at once with
+//! [`Status::Closed`] and [`CloseReason::Refused`] (a typed [`ReconnectRefusal`]): another
+//! server id answers at the address, the server refused this identity (access policy or TLS
+//! client certificate), this client no longer trusts its certificate, or it speaks another
+//! protocol version. Every other failure is retried.
 
 mod client;
 mod config;
@@ -63,9 +70,9 @@ pub use config::{
 };
 pub use conn::SESSION_MANAGEMENT_SERVICE;
 pub use endpoint::{Endpoint, EndpointError};
-pub use error::{ConnectError, RequestError};
+pub use error::{ConnectError, RequestError, TlsFailure};
 pub use reply::Reply;
 pub use session::Session;
-pub use status::Status;
+pub use status::{CloseReason, ReconnectRefusal, Status};
 pub use subscription::{EndReason, Subscription, SubscriptionEvent};
 pub use tls::{TlsConfigError, TlsOptions};

@@ -38,6 +38,7 @@ use crate::config::{DEFAULT_EARLY_UPDATE_BUFFER, DEFAULT_SUBSCRIPTION_EVENTS};
 use crate::conn::TargetSpec;
 use crate::error::RequestError;
 use crate::reply::Reply;
+use crate::status::CloseReason;
 
 /// Something that happened to a subscription, in order.
 #[derive(Debug, Clone)]
@@ -91,9 +92,10 @@ pub enum EndReason {
     /// Re-subscribing (after a gap, an overflow or a reconnect) failed.
     #[error("re-subscribing failed: {0}")]
     ResubscribeFailed(RequestError),
-    /// The client was closed, or the connection ended with no (more) reconnecting.
+    /// The client finished: it was closed, or the connection ended with no (more)
+    /// reconnecting ([`CloseReason::Refused`] when reconnecting was refused).
     #[error("{0}")]
-    Closed(String),
+    Closed(CloseReason),
 }
 
 /// A live subscription. Dropping it unsubscribes.
@@ -686,11 +688,11 @@ impl SubCore {
     }
 
     /// The client is finished: every subscription ends.
-    pub(crate) fn close(&mut self, reason: &str) {
+    pub(crate) fn close(&mut self, reason: &CloseReason) {
         self.by_wire.clear();
         for (_, sub) in self.subs.drain() {
-            sub.end(EndReason::Closed(reason.to_owned()), || {
-                RequestError::OutcomeUnknown(reason.to_owned())
+            sub.end(EndReason::Closed(reason.clone()), || {
+                RequestError::OutcomeUnknown(reason.to_string())
             });
         }
     }

@@ -4,9 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustls::RootCertStore;
+use rustls::{AlertDescription, RootCertStore};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+use crate::error::TlsFailure;
 
 /// Where TLS trust and identity come from.
 #[derive(Debug, Clone, Default)]
@@ -130,6 +132,41 @@ pub(crate) fn client_config(
     Ok(Arc::new(config))
 }
 
+/// Who refused whom, from the I/O error a TLS handshake or the first read after it failed
+/// with (tokio-rustls wraps the rustls error). In TLS 1.3 a server's refusal of the client
+/// certificate arrives as an alert after the client finished its side of the handshake, so
+/// it surfaces on the first read, not in `connect`.
+pub(crate) fn tls_failure(e: &std::io::Error) -> TlsFailure {
+    let Some(error) = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    else {
+        return TlsFailure::Other;
+    };
+    match error {
+        rustls::Error::AlertReceived(alert) if refuses_the_client_certificate(*alert) => {
+            TlsFailure::ClientRefused
+        }
+        rustls::Error::InvalidCertificate(_) => TlsFailure::ServerRejected,
+        _ => TlsFailure::Other,
+    }
+}
+
+/// The alerts a server sends about the certificate a client presented (or did not).
+fn refuses_the_client_certificate(alert: AlertDescription) -> bool {
+    matches!(
+        alert,
+        AlertDescription::BadCertificate
+            | AlertDescription::UnsupportedCertificate
+            | AlertDescription::CertificateRevoked
+            | AlertDescription::CertificateExpired
+            | AlertDescription::CertificateUnknown
+            | AlertDescription::UnknownCA
+            | AlertDescription::AccessDenied
+            | AlertDescription::CertificateRequired
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(
@@ -171,6 +208,42 @@ mod tests {
                 err.to_string().contains("not a valid TLS server name"),
                 "{err}"
             );
+        }
+    }
+
+    fn wrapped(e: rustls::Error) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, e)
+    }
+
+    #[test]
+    fn an_alert_about_the_client_certificate_is_a_refusal_of_the_client() {
+        for alert in [
+            AlertDescription::UnknownCA,
+            AlertDescription::BadCertificate,
+            AlertDescription::CertificateRequired,
+            AlertDescription::CertificateRevoked,
+            AlertDescription::AccessDenied,
+        ] {
+            let e = wrapped(rustls::Error::AlertReceived(alert));
+            assert_eq!(tls_failure(&e), TlsFailure::ClientRefused, "{alert:?}");
+        }
+    }
+
+    #[test]
+    fn a_server_certificate_this_client_rejects_is_told_apart_from_other_tls_failures() {
+        let untrusted = wrapped(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::UnknownIssuer,
+        ));
+        assert_eq!(tls_failure(&untrusted), TlsFailure::ServerRejected);
+        for other in [
+            wrapped(rustls::Error::AlertReceived(
+                AlertDescription::HandshakeFailure,
+            )),
+            wrapped(rustls::Error::DecryptError),
+            std::io::Error::from(std::io::ErrorKind::ConnectionReset),
+            std::io::Error::other("not a rustls error"),
+        ] {
+            assert_eq!(tls_failure(&other), TlsFailure::Other, "{other}");
         }
     }
 

@@ -9,7 +9,7 @@ use tokio::net::{TcpStream, UnixStream};
 
 use crate::config::KeepaliveConfig;
 use crate::endpoint::Endpoint;
-use crate::error::ConnectError;
+use crate::error::{ConnectError, TlsFailure};
 
 /// Any byte stream the client can speak over.
 pub(crate) trait Stream: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static {}
@@ -43,6 +43,7 @@ pub(crate) async fn open(
             let tls_err = |reason: String| ConnectError::Tls {
                 endpoint: endpoint.clone(),
                 reason,
+                failure: TlsFailure::Other,
             };
             let (config, name_override) =
                 tls.ok_or_else(|| tls_err("no TLS configuration".to_owned()))?;
@@ -55,10 +56,15 @@ pub(crate) async fn open(
             tcp.set_nodelay(true).map_err(io_err)?;
             set_keepalive(&tcp, keepalive).map_err(io_err)?;
             let connector = tokio_rustls::TlsConnector::from(Arc::clone(config));
-            let stream = connector
-                .connect(server_name, tcp)
-                .await
-                .map_err(|e| tls_err(e.to_string()))?;
+            let stream =
+                connector
+                    .connect(server_name, tcp)
+                    .await
+                    .map_err(|e| ConnectError::Tls {
+                        endpoint: endpoint.clone(),
+                        reason: e.to_string(),
+                        failure: crate::tls::tls_failure(&e),
+                    })?;
             Ok(Box::pin(stream))
         }
     }

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use baton_client::{
-    Client, ConnectError, ReconnectPolicy, Reply, RequestError, RequestOptions, Status,
+    Client, CloseReason, ConnectError, ReconnectPolicy, Reply, RequestError, RequestOptions, Status,
 };
 use baton_protocol::{
     ClientMessage, ErrorCode, Id, Outcome, ServerMessage, SessionTarget, Target, Value, WireError,
@@ -300,7 +300,7 @@ async fn a_response_to_no_request_ends_the_connection() {
     assert_eq!(
         closed,
         Status::Closed {
-            reason: "Response has no matching request".to_owned()
+            reason: CloseReason::Lost("Response has no matching request".to_owned())
         }
     );
 }
@@ -407,7 +407,7 @@ async fn an_attachment_for_another_server_ends_the_connection() {
     assert_eq!(
         s,
         Status::Closed {
-            reason: "Attachment update belongs to another server".into()
+            reason: CloseReason::Lost("Attachment update belongs to another server".into())
         }
     );
 }

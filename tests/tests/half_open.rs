@@ -110,7 +110,7 @@ fn watch(
             let reason = guard("the client to notice the dead link", async {
                 loop {
                     if let Status::Closed { reason } = status.borrow_and_update().clone() {
-                        return reason;
+                        return reason.to_string();
                     }
                     status.changed().await.unwrap();
                 }

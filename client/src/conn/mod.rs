@@ -6,6 +6,12 @@
 //! subscriptions) is re-made on it. Time is always a `now` argument, so timeouts and the
 //! reconnect backoff are deadlines it reports, never timers it runs.
 //!
+//! A failed reconnect attempt is classified here ([`ConnectError::refusal`]): one that no
+//! retry can cure (another server id, this identity refused, the server's certificate
+//! untrusted, another protocol version) finishes the core at once with
+//! [`CloseReason::Refused`]; any other is retried after the next backoff delay, which
+//! [`Status::Reconnecting`] reports as drawn.
+//!
 //! # Calling contract
 //! * Inputs (`handle_*`): [`handle_open`](ClientConn::handle_open) when a transport is up,
 //!   [`handle_read`](ClientConn::handle_read) after reading into
@@ -53,9 +59,10 @@ use bytes::{Bytes, BytesMut};
 use tracing::{debug, warn};
 
 use crate::config::ReconnectPolicy;
-use crate::error::RequestError;
+use crate::endpoint::Endpoint;
+use crate::error::{ConnectError, RequestError};
 use crate::reply::Reply;
-use crate::status::Status;
+use crate::status::{CloseReason, ReconnectRefusal, Status};
 use crate::subscription::{Resync, SubCore, SubscribeCmd};
 
 pub(crate) use self::requests::RequestNumbers;
@@ -134,6 +141,19 @@ pub(crate) enum HandshakeFailure {
     Closed,
 }
 
+impl HandshakeFailure {
+    /// The error the caller of a connect to `endpoint` gets (and the core is told about in
+    /// [`ClientConn::handle_connect_failed`]).
+    pub(crate) fn into_error(self, endpoint: &Endpoint) -> ConnectError {
+        let endpoint = endpoint.clone();
+        match self {
+            Self::Handshake(source) => ConnectError::Handshake { endpoint, source },
+            Self::Decode(source) => ConnectError::Protocol { endpoint, source },
+            Self::Closed => ConnectError::Closed { endpoint },
+        }
+    }
+}
+
 /// Where the connection stands.
 #[derive(Debug)]
 enum Link {
@@ -146,7 +166,7 @@ enum Link {
     /// No transport: the next attempt is at `until`.
     Backoff { until: Instant },
     /// Finished for good.
-    Closed { reason: String },
+    Closed { reason: CloseReason },
 }
 
 /// Configuration of the core.
@@ -306,25 +326,19 @@ impl<W> ClientConn<W> {
     pub(crate) fn handle_lost(&mut self, now: Instant, reason: String) {
         match self.link {
             Link::Live => self.connection_lost(now, reason),
-            Link::Handshaking(_) => self.handle_connect_failed(now, reason),
+            Link::Handshaking(_) => self.attempt_failed(now, reason, None),
             Link::Dialing | Link::Backoff { .. } | Link::Closed { .. } => {}
         }
     }
 
-    /// Opening or handshaking a transport failed. The first transport's failure finishes
-    /// the core (the caller of `connect` gets the error); later ones count as a failed
-    /// reconnect attempt.
-    pub(crate) fn handle_connect_failed(&mut self, now: Instant, reason: String) {
-        if !matches!(self.link, Link::Dialing | Link::Handshaking(_)) {
-            return;
-        }
-        self.link = Link::Dialing;
-        if self.server_id.is_none() {
-            self.finish(reason);
-        } else {
-            debug!(error = %reason, attempt = self.attempt, "reconnect attempt failed");
-            self.schedule_attempt(now, reason);
-        }
+    /// Opening or handshaking a transport failed with `error`. The first transport's failure
+    /// finishes the core (the caller of `connect` gets the error). A later one is a failed
+    /// reconnect attempt: retried with backoff, unless retrying cannot help
+    /// ([`ConnectError::refusal`]: another server id, this identity refused, the server's
+    /// certificate untrusted, another protocol version), which finishes the core at once with
+    /// [`CloseReason::Refused`].
+    pub(crate) fn handle_connect_failed(&mut self, now: Instant, error: &ConnectError) {
+        self.attempt_failed(now, error.to_string(), error.refusal());
     }
 
     /// A handle's command.
@@ -332,7 +346,7 @@ impl<W> ClientConn<W> {
         match &self.link {
             Link::Live => self.run_command(now, cmd),
             Link::Closed { reason } => {
-                let reason = reason.clone();
+                let reason = reason.to_string();
                 self.reject(cmd, &reason);
             }
             Link::Dialing | Link::Handshaking(_) | Link::Backoff { .. } => self.hold(cmd),
@@ -359,7 +373,7 @@ impl<W> ClientConn<W> {
             if self.has_transport() {
                 self.events.push_back(Event::Disconnect);
             }
-            self.finish(reason.to_owned());
+            self.finish(CloseReason::Requested(reason.to_owned()));
         }
     }
 
@@ -927,7 +941,7 @@ impl<W> ClientConn<W> {
         self.set_attachment(None);
         self.subs.connection_lost(&reason);
         let Some(policy) = &self.reconnect else {
-            self.finish(reason);
+            self.finish(CloseReason::Lost(reason));
             return;
         };
         // The backoff starts over only after a healthy connection; a server that drops every
@@ -948,26 +962,49 @@ impl<W> ClientConn<W> {
         self.schedule_attempt(now, reason);
     }
 
+    /// A transport being opened or handshaken failed: the first one finishes the core, a
+    /// reconnect attempt is retried unless it was `refused`.
+    fn attempt_failed(&mut self, now: Instant, reason: String, refused: Option<ReconnectRefusal>) {
+        if !matches!(self.link, Link::Dialing | Link::Handshaking(_)) {
+            return;
+        }
+        self.link = Link::Dialing;
+        if self.server_id.is_none() {
+            self.finish(CloseReason::ConnectFailed(reason));
+        } else if let Some(refusal) = refused {
+            debug!(error = %reason, "reconnecting refused; not retrying");
+            self.finish(CloseReason::Refused(refusal));
+        } else {
+            debug!(error = %reason, attempt = self.attempt, "reconnect attempt failed");
+            self.schedule_attempt(now, reason);
+        }
+    }
+
     /// The next reconnect attempt, or giving up.
     fn schedule_attempt(&mut self, now: Instant, last: String) {
         let Some(policy) = self.reconnect.clone() else {
-            self.finish(last);
+            self.finish(CloseReason::Lost(last));
             return;
         };
         let attempt = self.attempt;
         if policy.max_attempts.is_some_and(|max| attempt >= max) {
-            self.finish(format!(
-                "gave up reconnecting after {attempt} attempts: {last}"
-            ));
+            self.finish(CloseReason::GaveUp {
+                attempts: attempt,
+                last,
+            });
             return;
         }
+        // The status carries the delay as drawn, so a countdown shows the real one.
+        let delay = policy.delay(attempt, self.jitter());
+        let until = now + delay;
         self.events.push_back(Event::Status(Status::Reconnecting {
             attempt: attempt + 1,
             reason: last,
+            retry_in: delay,
+            retry_at: until,
         }));
-        let delay = policy.delay(attempt, self.jitter());
         self.attempt = attempt.saturating_add(1);
-        self.link = Link::Backoff { until: now + delay };
+        self.link = Link::Backoff { until };
     }
 
     /// Every caller's request on the wire fails: its outcome is unknown. Subscribes are left
@@ -984,12 +1021,13 @@ impl<W> ClientConn<W> {
     }
 
     /// Finished for good.
-    fn finish(&mut self, reason: String) {
+    fn finish(&mut self, reason: CloseReason) {
         self.link = Link::Closed {
             reason: reason.clone(),
         };
         self.out.clear();
-        self.fail_sent(&reason);
+        let line = reason.to_string();
+        self.fail_sent(&line);
         for cmd in mem::take(&mut self.held) {
             if let Command::Request {
                 number, deadline, ..
@@ -997,7 +1035,7 @@ impl<W> ClientConn<W> {
             {
                 self.requests.forget_deadline(*number, *deadline);
             }
-            self.reject(cmd, &reason);
+            self.reject(cmd, &line);
         }
         self.set_attachment(None);
         self.subs.close(&reason);

@@ -15,7 +15,8 @@ use tokio_util::codec::{Decoder, Encoder};
 
 use super::*;
 use crate::config::ReconnectPolicy;
-use crate::subscription::{SubscriptionEvent, SubscriptionParts};
+use crate::error::TlsFailure;
+use crate::subscription::{EndReason, SubscriptionEvent, SubscriptionParts};
 
 /// A caller, as the core sees it: a tag to tell answers apart.
 type Tag = u32;
@@ -36,6 +37,21 @@ fn server_id() -> ServerId {
 
 fn other_server_id() -> ServerId {
     ServerId::parse("00000000-0000-4000-8000-000000000002").unwrap()
+}
+
+fn endpoint() -> Endpoint {
+    Endpoint::Unix("/run/baton/test.sock".into())
+}
+
+/// A connection refused by the OS (the host is down): retried.
+fn refused(n: u32) -> ConnectError {
+    ConnectError::Io {
+        endpoint: endpoint(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            format!("refused {n}"),
+        ),
+    }
 }
 
 fn json(s: &str) -> Value {
@@ -291,10 +307,18 @@ fn a_hello_from_another_server_than_expected_fails_the_handshake() {
         }
         other => panic!("expected a server mismatch, got {other:?}"),
     }
-    // The first transport's failure finishes the core.
-    pair.conn
-        .handle_connect_failed(pair.now, "mismatch".to_owned());
+    // The first transport's failure finishes the core: the caller of `connect` gets it.
+    pair.conn.handle_connect_failed(
+        pair.now,
+        &HandshakeFailure::Handshake(HandshakeError::ExpectedHello).into_error(&endpoint()),
+    );
     assert!(pair.conn.is_closed());
+    assert!(matches!(
+        &status_events(&pair.events())[..],
+        [Status::Closed {
+            reason: CloseReason::ConnectFailed(_)
+        }]
+    ));
 }
 
 #[test]
@@ -413,7 +437,11 @@ fn a_stream_that_ends_inside_a_frame_is_a_framing_error_not_a_clean_close() {
     pair.conn.handle_eof(pair.now);
     let events = pair.events();
     match &status_events(&events)[..] {
-        [Status::Closed { reason }] => assert_ne!(reason, "Byte transport closed"),
+        [
+            Status::Closed {
+                reason: CloseReason::Lost(reason),
+            },
+        ] => assert_ne!(reason, "Byte transport closed"),
         other => panic!("expected closed, got {other:?}"),
     }
 }
@@ -511,7 +539,7 @@ fn a_response_for_an_id_the_client_never_sent_ends_the_connection() {
         assert_eq!(
             status_events(&events),
             [Status::Closed {
-                reason: "Response has no matching request".to_owned()
+                reason: CloseReason::Lost("Response has no matching request".to_owned())
             }]
         );
         assert!(pair.conn.is_closed());
@@ -601,7 +629,7 @@ fn an_attachment_for_another_server_ends_the_connection() {
     assert_eq!(
         status_events(&pair.events()),
         [Status::Closed {
-            reason: "Attachment update belongs to another server".to_owned()
+            reason: CloseReason::Lost("Attachment update belongs to another server".to_owned())
         }]
     );
 }
@@ -638,10 +666,7 @@ fn a_detach_answers_its_caller_and_ends_the_sessions_subscriptions() {
     pair.send(ServerMessage::Attachment(None));
     pair.respond(&d.id, Outcome::Void);
     assert_eq!(pair.reply_of(7), Ok(Reply::Void));
-    assert_eq!(
-        parts.ended.get(),
-        Some(&crate::subscription::EndReason::Detached)
-    );
+    assert_eq!(parts.ended.get(), Some(&EndReason::Detached));
     assert_eq!(state_of(&parts), None, "an ended replica is emptied");
     assert!(matches!(
         parts.events.try_recv(),
@@ -749,7 +774,7 @@ fn without_a_policy_a_lost_connection_fails_sent_requests_as_outcome_unknown_and
     assert_eq!(
         status_events(&events),
         [Status::Closed {
-            reason: "Byte transport closed".to_owned()
+            reason: CloseReason::Lost("Byte transport closed".to_owned())
         }]
     );
     // What comes after was never sent.
@@ -792,7 +817,9 @@ fn a_lost_connection_plans_the_re_attach_then_the_session_re_subscribe() {
         status_events(&events),
         [Status::Reconnecting {
             attempt: 1,
-            reason: "reset by peer".to_owned()
+            reason: "reset by peer".to_owned(),
+            retry_in: Duration::from_millis(100),
+            retry_at: pair.now + Duration::from_millis(100),
         }]
     );
     let _ = parts.events.try_recv(); // the first snapshot
@@ -866,9 +893,7 @@ fn a_failed_re_attach_ends_the_sessions_subscriptions() {
     pair.respond(&attach.id, Outcome::Error(not_found.clone()));
     assert_eq!(
         parts.ended.get(),
-        Some(&crate::subscription::EndReason::ReattachFailed(
-            RequestError::Server(not_found)
-        ))
+        Some(&EndReason::ReattachFailed(RequestError::Server(not_found)))
     );
     assert_eq!(pair.try_recv(), None, "nothing is re-subscribed");
 }
@@ -952,15 +977,17 @@ fn failed_attempts_count_toward_max_attempts_and_giving_up_closes() {
         pair.now = pair.conn.poll_timeout().unwrap();
         pair.conn.handle_timeout(pair.now);
         let _ = pair.events();
-        pair.conn
-            .handle_connect_failed(pair.now, format!("refused {n}"));
+        pair.conn.handle_connect_failed(pair.now, &refused(n));
     }
     let events = pair.events();
     assert!(pair.conn.is_closed());
     assert_eq!(
         status_events(&events),
         [Status::Closed {
-            reason: "gave up reconnecting after 2 attempts: refused 2".to_owned()
+            reason: CloseReason::GaveUp {
+                attempts: 2,
+                last: refused(2).to_string()
+            }
         }]
     );
 }
@@ -985,7 +1012,7 @@ fn close_fails_what_was_sent_as_outcome_unknown_and_refuses_what_comes_after() {
     assert_eq!(
         status_events(&events),
         [Status::Closed {
-            reason: "client closed".to_owned()
+            reason: CloseReason::Requested("client closed".to_owned())
         }]
     );
     assert!(parts.ready.try_recv().unwrap().is_err());
@@ -998,4 +1025,282 @@ fn close_fails_what_was_sent_as_outcome_unknown_and_refuses_what_comes_after() {
         [(3, Completion::Attached(Err(RequestError::NotSent(_))))]
     ));
     let _ = Arc::clone(&parts.ended);
+}
+
+// ---- reconnect refusals -----------------------------------------------------------------
+
+/// A live core with a reconnect policy, attached to `session-1` with a session subscription
+/// that has its snapshot; then the connection is lost and the first attempt is due and dialled.
+fn dialling_after_a_loss() -> (Pair, SubscriptionParts) {
+    let mut pair = Pair::live(Some(policy()));
+    pair.attach("attachment-1");
+    let (parts, r, _) = pair.subscribe(1, TargetSpec::Session(Id::new("session-1").unwrap()));
+    pair.respond(&r.id, Outcome::Value(snapshot(0, r#"{"revision":0}"#)));
+    pair.conn.handle_lost(pair.now, "reset by peer".to_owned());
+    pair.advance(Duration::from_millis(100));
+    assert!(matches!(pair.events().last(), Some(Event::Dial)));
+    (pair, parts)
+}
+
+/// The attempt's transport opens and the server answers the hello with `answer`; the core
+/// is told the handshake's failure as the glue tells it.
+fn answer_the_attempt(pair: &mut Pair, answer: ServerMessage) {
+    pair.conn.handle_open(pair.now);
+    assert_eq!(pair.recv(), ClientMessage::hello());
+    pair.send(answer);
+    let failure = pair
+        .conn
+        .take_handshake_failure()
+        .expect("the handshake failed");
+    pair.conn
+        .handle_connect_failed(pair.now, &failure.into_error(&endpoint()));
+}
+
+/// The core finished with `refusal` at once: no further attempt is planned, what waited for
+/// the next transport is refused, the session's subscription ends with the same reason.
+/// Returns the events of the ending.
+fn assert_stopped_with(
+    pair: &mut Pair,
+    parts: &SubscriptionParts,
+    refusal: &ReconnectRefusal,
+) -> Vec<Event<Tag>> {
+    let events = pair.events();
+    assert_eq!(
+        status_events(&events),
+        [Status::Closed {
+            reason: CloseReason::Refused(refusal.clone())
+        }]
+    );
+    assert!(pair.conn.is_closed());
+    assert!(!events.iter().any(|e| matches!(e, Event::Dial)));
+    assert_eq!(pair.conn.poll_timeout(), None, "no attempt is scheduled");
+    pair.advance(Duration::from_secs(3600));
+    assert!(pair.events().is_empty(), "and none comes later");
+    assert_eq!(
+        parts.ended.get(),
+        Some(&EndReason::Closed(CloseReason::Refused(refusal.clone())))
+    );
+    pair.request(42, "after", None);
+    assert_eq!(
+        pair.reply_of(42),
+        Err(RequestError::NotSent(refusal.to_string()))
+    );
+    events
+}
+
+#[test]
+fn a_reconnect_answered_with_another_server_id_stops_at_once_as_server_changed() {
+    let (mut pair, parts) = dialling_after_a_loss();
+    // Held while no transport is live; refused with the reason once the core finishes.
+    pair.request(7, "held", None);
+    answer_the_attempt(
+        &mut pair,
+        ServerMessage::Hello {
+            server_id: other_server_id(),
+        },
+    );
+    let refusal = ReconnectRefusal::ServerChanged {
+        expected: server_id().to_string(),
+        got: other_server_id().to_string(),
+    };
+    let events = assert_stopped_with(&mut pair, &parts, &refusal);
+    assert!(events.iter().any(|e| matches!(
+        e,
+        Event::Complete { waiter: 7, completion: Completion::Reply(Err(RequestError::NotSent(r))) }
+            if *r == refusal.to_string()
+    )));
+    assert_eq!(
+        refusal.to_string(),
+        "a different host answers now: its server id is \
+         00000000-0000-4000-8000-000000000002, not 00000000-0000-4000-8000-000000000001"
+    );
+}
+
+#[test]
+fn a_reconnect_refused_by_the_access_policy_stops_at_once_as_identity_refused() {
+    let (mut pair, parts) = dialling_after_a_loss();
+    let message = "Identity tls:sha256=ab12 is not admitted by the access policy";
+    answer_the_attempt(
+        &mut pair,
+        ServerMessage::HelloError(WireError::from_code(ErrorCode::Forbidden, message)),
+    );
+    assert_stopped_with(
+        &mut pair,
+        &parts,
+        &ReconnectRefusal::IdentityRefused {
+            reason: message.to_owned(),
+        },
+    );
+}
+
+#[test]
+fn a_reconnect_to_a_server_of_another_protocol_version_stops_at_once() {
+    let (mut pair, parts) = dialling_after_a_loss();
+    answer_the_attempt(
+        &mut pair,
+        ServerMessage::HelloError(WireError::from_code(
+            ErrorCode::Version,
+            "Unsupported protocol version",
+        )),
+    );
+    assert_stopped_with(
+        &mut pair,
+        &parts,
+        &ReconnectRefusal::Incompatible {
+            reason: "Unsupported protocol version".to_owned(),
+        },
+    );
+}
+
+fn tls_error(failure: TlsFailure, reason: &str) -> ConnectError {
+    ConnectError::Tls {
+        endpoint: "tls://127.0.0.1:7879".parse().unwrap(),
+        reason: reason.to_owned(),
+        failure,
+    }
+}
+
+#[test]
+fn a_tls_handshake_that_refuses_the_client_certificate_stops_reconnecting_at_once() {
+    let (mut pair, parts) = dialling_after_a_loss();
+    let error = tls_error(TlsFailure::ClientRefused, "received fatal alert: UnknownCA");
+    pair.conn.handle_connect_failed(pair.now, &error);
+    assert_stopped_with(
+        &mut pair,
+        &parts,
+        &ReconnectRefusal::IdentityRefused {
+            reason: "the TLS handshake refused its certificate (received fatal alert: UnknownCA)"
+                .to_owned(),
+        },
+    );
+}
+
+#[test]
+fn a_server_certificate_no_longer_trusted_stops_reconnecting_at_once() {
+    let (mut pair, parts) = dialling_after_a_loss();
+    let reason = "invalid peer certificate: UnknownIssuer";
+    pair.conn
+        .handle_connect_failed(pair.now, &tls_error(TlsFailure::ServerRejected, reason));
+    assert_stopped_with(
+        &mut pair,
+        &parts,
+        &ReconnectRefusal::ServerUntrusted {
+            reason: reason.to_owned(),
+        },
+    );
+}
+
+#[test]
+fn transport_failures_and_a_busy_or_draining_server_are_retried_with_growing_delays() {
+    let (mut pair, mut parts) = dialling_after_a_loss();
+    let failures = [
+        refused(1),
+        ConnectError::Timeout {
+            endpoint: endpoint(),
+        },
+        ConnectError::Closed {
+            endpoint: endpoint(),
+        },
+        tls_error(TlsFailure::Other, "connection reset by peer"),
+        HandshakeFailure::Handshake(HandshakeError::Server(WireError::from_code(
+            ErrorCode::ServerDraining,
+            "Server is draining",
+        )))
+        .into_error(&endpoint()),
+        HandshakeFailure::Handshake(HandshakeError::Server(WireError::from_code(
+            ErrorCode::Busy,
+            "too many connections",
+        )))
+        .into_error(&endpoint()),
+        HandshakeFailure::Decode(DecodeError::InvalidMessage { side: Side::Server })
+            .into_error(&endpoint()),
+    ];
+    let mut delays = Vec::new();
+    for (n, failure) in failures.iter().enumerate() {
+        assert_eq!(failure.refusal(), None, "{failure}");
+        pair.conn.handle_connect_failed(pair.now, failure);
+        let events = pair.events();
+        match &status_events(&events)[..] {
+            [
+                Status::Reconnecting {
+                    attempt,
+                    reason,
+                    retry_in,
+                    retry_at,
+                },
+            ] => {
+                // The first attempt (after the loss) was number 1.
+                assert_eq!(*attempt, u32::try_from(n).unwrap() + 2, "{failure}");
+                assert_eq!(*reason, failure.to_string());
+                assert_eq!(Some(*retry_at), pair.conn.poll_timeout());
+                assert_eq!(*retry_at, pair.now + *retry_in);
+                delays.push(*retry_in);
+            }
+            other => panic!("{failure}: expected a retry, got {other:?}"),
+        }
+        pair.now = pair.conn.poll_timeout().unwrap();
+        pair.conn.handle_timeout(pair.now);
+        assert!(matches!(&pair.events()[..], [Event::Dial]));
+    }
+    let ms = Duration::from_millis;
+    assert_eq!(
+        delays,
+        [
+            ms(200),
+            ms(400),
+            ms(800),
+            ms(800),
+            ms(800),
+            ms(800),
+            ms(800)
+        ]
+    );
+    assert!(parts.ended.get().is_none(), "nothing ended");
+    let _ = parts.events.try_recv(); // the first snapshot
+    assert!(matches!(
+        parts.events.try_recv(),
+        Ok(SubscriptionEvent::Resyncing { .. })
+    ));
+}
+
+#[test]
+fn the_reconnecting_status_carries_the_jittered_delay_the_core_waits() {
+    let mut pair = Pair::live(Some(ReconnectPolicy {
+        jitter: 0.25,
+        ..policy()
+    }));
+    let mut drawn = Vec::new();
+    for _ in 0..3 {
+        pair.conn.handle_lost(pair.now, "dropped".to_owned());
+        let events = pair.events();
+        let statuses = status_events(&events);
+        let [
+            Status::Reconnecting {
+                retry_in, retry_at, ..
+            },
+        ] = &statuses[..]
+        else {
+            panic!("expected reconnecting: {events:?}");
+        };
+        assert_eq!(pair.conn.poll_timeout(), Some(*retry_at));
+        assert_eq!(*retry_at, pair.now + *retry_in);
+        drawn.push(*retry_in);
+        pair.now = *retry_at;
+        pair.conn.handle_timeout(pair.now);
+        let _ = pair.events();
+        pair.open_and_greet();
+        let _ = pair.events(); // connected
+    }
+    // 100, 200 and 400 ms, each scaled by a factor in [0.75, 1.25).
+    for (delay, base) in drawn.iter().zip([100.0, 200.0, 400.0]) {
+        let ms = delay.as_secs_f64() * 1000.0;
+        assert!(ms >= base * 0.75 && ms < base * 1.25, "{ms} ms for {base}");
+    }
+    assert!(
+        drawn
+            .iter()
+            .zip([100, 200, 400])
+            .any(|(d, base)| *d != Duration::from_millis(base)),
+        "jittered, not the middle: {drawn:?}"
+    );
 }

@@ -12,7 +12,8 @@ use std::time::Duration;
 use baton_client::{ClientConfig, Endpoint};
 use baton_protocol::{ClientMessage, Id, Outcome, Response, ServerCodec, ServerId, ServerMessage};
 use futures::{SinkExt, StreamExt};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::UnixListener;
 use tokio_util::codec::Framed;
 
 /// Hang guard for every wait in these tests (never a synchronisation device).
@@ -56,13 +57,19 @@ impl Listener {
     }
 
     pub(crate) async fn accept(&self) -> Peer {
-        let (stream, _) = tokio::time::timeout(HANG_GUARD, self.listener.accept())
+        self.accept_within(HANG_GUARD)
             .await
             .expect("client connects")
+    }
+
+    /// The next connection, if the client makes one within `within` (in paused time, a
+    /// virtual wait: `None` means the client never tried).
+    pub(crate) async fn accept_within(&self, within: Duration) -> Option<Peer> {
+        let (stream, _) = tokio::time::timeout(within, self.listener.accept())
+            .await
+            .ok()?
             .unwrap();
-        Peer {
-            framed: Framed::new(stream, ServerCodec::default()),
-        }
+        Some(Peer::new(stream))
     }
 
     /// Accepts and completes the handshake as `server_id()`.
@@ -81,12 +88,23 @@ impl Drop for Listener {
     }
 }
 
+/// Any byte stream a scripted server can speak over (a Unix socket, TLS over TCP).
+pub(crate) trait PeerStream: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> PeerStream for T {}
+
 /// The server end of one connection.
 pub(crate) struct Peer {
-    framed: Framed<UnixStream, ServerCodec>,
+    framed: Framed<Box<dyn PeerStream>, ServerCodec>,
 }
 
 impl Peer {
+    /// The server end of an accepted `stream`.
+    pub(crate) fn new(stream: impl PeerStream + 'static) -> Self {
+        Self {
+            framed: Framed::new(Box::new(stream), ServerCodec::default()),
+        }
+    }
+
     pub(crate) async fn recv(&mut self) -> ClientMessage {
         tokio::time::timeout(HANG_GUARD, self.framed.next())
             .await

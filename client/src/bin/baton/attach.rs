@@ -10,6 +10,7 @@ use baton_protocol::{Map, Value};
 use tokio::io::AsyncBufReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::ending;
 use crate::failure::Failure;
 use crate::live::{Target, call, open_session, render, stop_reason_result};
 use crate::tui;
@@ -35,8 +36,9 @@ pub(crate) async fn reconnecting_client(target: &Target<'_>) -> Result<Client, F
 
 /// Attaches to `target.session` until `/detach` (or Ctrl-D), a double Ctrl-C, end of input
 /// in line mode (after a running turn settles), or the end of the session. A lost connection
-/// is reconnected; a removed session, a changed server id or a revoked identity end it with
-/// one line (a [`Failure`], exit status 1).
+/// is reconnected; a removed session (exit status 1), a changed server id or a refused
+/// identity (the library stops reconnecting at once; exit status 3) end it with one line
+/// ([`crate::ending`]).
 pub(crate) async fn run(target: Target<'_>) -> Result<(), Failure> {
     let client = reconnecting_client(&target).await?;
     let interactive =
@@ -57,12 +59,11 @@ async fn terminal(client: &Client, target: &Target<'_>) -> Result<(), Failure> {
         session,
         subscription,
         name: target.session.name.clone().unwrap_or_default(),
-        reconnect: Some(reconnect_policy()),
     })
     .await?;
     match ending {
         tui::Ending::Detached | tui::Ending::Exited => Ok(()),
-        tui::Ending::Lost(line) => Err(Failure::op(line)),
+        tui::Ending::Lost(failure) => Err(failure),
     }
 }
 
@@ -103,14 +104,14 @@ async fn lines(client: &Client, target: &Target<'_>) -> Result<(), Failure> {
             }
             event = sub.next_event() => match event {
                 Some(SubscriptionEvent::Ended { reason }) => {
-                    return Err(Failure::op(tui::end_line(sub.end_reason(), &reason)));
+                    return Err(ending::subscription_ended(sub.end_reason(), &reason));
                 }
                 Some(SubscriptionEvent::Snapshot { resynced: true }) if !json => {
                     render(&sub, &mut tracker, &mut printer, json, &mut out)?;
                     writeln!(out, "[reconnected; phase {}]", phase(&crate::live::session_state(&sub)))?;
                 }
                 Some(_) => { render(&sub, &mut tracker, &mut printer, json, &mut out)?; }
-                None => return Err(Failure::op(tui::end_line(sub.end_reason(), "closed"))),
+                None => return Err(ending::subscription_ended(sub.end_reason(), "closed")),
             },
             changed = status.changed() => {
                 if changed.is_err() {
@@ -118,16 +119,17 @@ async fn lines(client: &Client, target: &Target<'_>) -> Result<(), Failure> {
                 }
                 let current = status.borrow_and_update().clone();
                 match current {
-                    Status::Reconnecting { attempt, reason } => {
-                        if let Some(line) = tui::fatal_reconnect(&reason) {
-                            return Err(Failure::op(line));
-                        }
+                    Status::Reconnecting { attempt, reason, retry_in, .. } => {
                         if attempt == 1 && !json {
-                            writeln!(out, "[connection lost ({reason}); reconnecting]")?;
+                            writeln!(out, "[connection lost ({reason}); reconnecting in {:.1}s]", retry_in.as_secs_f64())?;
                         }
                     }
+                    // Also a refused reconnect: the library stopped at once.
                     Status::Closed { reason } => {
-                        return Err(Failure::op(tui::end_line(sub.end_reason(), &reason)));
+                        return Err(match sub.end_reason() {
+                            Some(r) => ending::subscription_ended(Some(r), "closed"),
+                            None => ending::closed(&reason),
+                        });
                     }
                     Status::Connected => {}
                 }

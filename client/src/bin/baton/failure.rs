@@ -6,7 +6,7 @@
 //! | 0 | success |
 //! | 1 | the operation failed (a server error; the turn ended in error or was aborted) |
 //! | 2 | usage or configuration error (command line, config file, profile) |
-//! | 3 | could not connect (no host, several local hosts, TLS, handshake) |
+//! | 3 | could not connect (no host, several local hosts, TLS, handshake), or `attach`/`watch` reconnecting was refused ([`crate::ending`]) |
 //! | 4 | no such session, or the name or id prefix matches several |
 
 use baton_client::{ConnectError, RequestError};
@@ -25,7 +25,7 @@ pub(crate) const EXIT_CONNECT: u8 = 3;
 pub(crate) const EXIT_NOT_FOUND: u8 = 4;
 
 /// A failure with its exit status, code and one-line message.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Failure {
     /// The exit status.
     pub(crate) status: u8,

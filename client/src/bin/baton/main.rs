@@ -1,7 +1,8 @@
 //! `baton`: attach a terminal to agent sessions on a baton host.
 //!
 //! Exit status (see [`failure`]): 0 success, 1 the operation failed, 2 usage or
-//! configuration error, 3 could not connect, 4 no such session (or an ambiguous address).
+//! configuration error, 3 could not connect (or reconnecting was refused), 4 no such session
+//! (or an ambiguous address).
 
 #![expect(
     clippy::print_stderr,
@@ -12,6 +13,7 @@ mod args;
 mod attach;
 mod config;
 mod discover;
+mod ending;
 mod failure;
 mod live;
 mod resolve;

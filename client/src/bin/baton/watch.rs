@@ -8,13 +8,15 @@ use baton_client::{Status, SubscriptionEvent};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::attach::reconnecting_client;
+use crate::ending;
 use crate::failure::Failure;
 use crate::live::{Target, open_session, render};
-use crate::tui;
 
 /// Prints the session's transcript so far, then every change, until SIGINT or the session
-/// is gone for good (removed, another host at the address, access revoked: one line, exit
-/// status 1). Reconnect notices go to stderr, so `--json` output stays one value per line.
+/// is gone for good: one line ([`crate::ending`]), exit status 1 for a removed session, 3
+/// for a refused reconnect (another server id, this identity refused), which the library
+/// reports at once instead of retrying. Reconnect notices go to stderr, so `--json` output
+/// stays one value per line.
 pub(crate) async fn run(target: Target<'_>) -> Result<(), Failure> {
     let client = reconnecting_client(&target).await?;
     let result = follow(&client, &target).await;
@@ -34,10 +36,10 @@ async fn follow(client: &baton_client::Client, target: &Target<'_>) -> Result<()
         tokio::select! {
             event = sub.next_event() => match event {
                 Some(SubscriptionEvent::Ended { reason }) => {
-                    return Err(Failure::op(tui::end_line(sub.end_reason(), &reason)));
+                    return Err(ending::subscription_ended(sub.end_reason(), &reason));
                 }
                 Some(_) => { render(&sub, &mut tracker, &mut printer, target.json, &mut out)?; }
-                None => return Err(Failure::op(tui::end_line(sub.end_reason(), "closed"))),
+                None => return Err(ending::subscription_ended(sub.end_reason(), "closed")),
             },
             changed = status.changed() => {
                 if changed.is_err() {
@@ -45,14 +47,11 @@ async fn follow(client: &baton_client::Client, target: &Target<'_>) -> Result<()
                 }
                 let current = status.borrow_and_update().clone();
                 match current {
-                    Status::Reconnecting { attempt, reason } => {
-                        if let Some(line) = tui::fatal_reconnect(&reason) {
-                            return Err(Failure::op(line));
-                        }
+                    Status::Reconnecting { attempt, reason, retry_in, .. } => {
                         if attempt == 1 {
                             out.flush()?;
                             let mut err = std::io::stderr().lock();
-                            writeln!(err, "[connection lost ({reason}); reconnecting]")?;
+                            writeln!(err, "[connection lost ({reason}); reconnecting in {:.1}s]", retry_in.as_secs_f64())?;
                         }
                     }
                     Status::Connected => {
@@ -60,7 +59,10 @@ async fn follow(client: &baton_client::Client, target: &Target<'_>) -> Result<()
                         writeln!(err, "[reconnected]")?;
                     }
                     Status::Closed { reason } => {
-                        return Err(Failure::op(tui::end_line(sub.end_reason(), &reason)));
+                        return Err(match sub.end_reason() {
+                            Some(r) => ending::subscription_ended(Some(r), "closed"),
+                            None => ending::closed(&reason),
+                        });
                     }
                 }
             }

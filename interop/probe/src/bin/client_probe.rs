@@ -137,10 +137,14 @@ fn call_value(cmd: &Json) -> Result<Value, ProbeError> {
 fn status_json(status: &Status) -> Json {
     match status {
         Status::Connected => json!({ "status": "connected" }),
-        Status::Reconnecting { attempt, reason } => {
+        Status::Reconnecting {
+            attempt, reason, ..
+        } => {
             json!({ "status": "reconnecting", "attempt": attempt, "reason": reason })
         }
-        Status::Closed { reason } => json!({ "status": "closed", "reason": reason }),
+        Status::Closed { reason } => {
+            json!({ "status": "closed", "reason": reason.to_string() })
+        }
     }
 }
 

@@ -29,16 +29,15 @@ mod transcript;
 use std::pin::Pin;
 use std::time::Duration;
 
-use baton_client::{
-    Client, EndReason, ReconnectPolicy, Reply, RequestError, Session, Status, Subscription,
-    SubscriptionEvent,
-};
+use baton_client::{Client, Reply, RequestError, Session, Status, Subscription, SubscriptionEvent};
+use baton_protocol::Value;
 use baton_protocol::chord::{ServiceCall, ServiceMode};
-use baton_protocol::{ErrorCode, Value};
 use crossterm::event::{Event, EventStream};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
+use crate::ending;
+use crate::failure::Failure;
 use model::{Action, Connection, Model, Outcome};
 use state::SessionState;
 
@@ -52,8 +51,9 @@ pub(crate) enum Ending {
     Detached,
     /// The user left (Ctrl-C twice).
     Exited,
-    /// The session or the connection is gone for good: the one line to print.
-    Lost(String),
+    /// The session or the connection is gone for good: the one line to print and the exit
+    /// status ([`crate::ending`]).
+    Lost(Failure),
 }
 
 /// What the attach loop needs.
@@ -67,49 +67,6 @@ pub(crate) struct Attached {
     pub(crate) subscription: Subscription,
     /// The session's name, if it has one.
     pub(crate) name: String,
-    /// The client's reconnect policy, for the countdown (`None`: no reconnecting).
-    pub(crate) reconnect: Option<ReconnectPolicy>,
-}
-
-/// The one line for a subscription that ended for good.
-pub(crate) fn end_line(reason: Option<EndReason>, fallback: &str) -> String {
-    match reason {
-        Some(EndReason::Released) => "the session ended or was removed on the host".to_owned(),
-        Some(EndReason::Detached) => "detached from the session".to_owned(),
-        Some(EndReason::AttachedElsewhere { session_id }) => {
-            format!("this connection was attached to session {session_id} instead")
-        }
-        Some(EndReason::ReattachFailed(e)) if e.is(ErrorCode::SessionNotFound) => {
-            "the session was removed while the connection was down".to_owned()
-        }
-        Some(EndReason::ReattachFailed(e)) if e.is(ErrorCode::Forbidden) => {
-            format!("access to the session was revoked: {e}")
-        }
-        Some(EndReason::ReattachFailed(e)) => format!("could not re-attach to the session: {e}"),
-        Some(EndReason::ResubscribeFailed(e)) => {
-            format!("could not re-subscribe to the session: {e}")
-        }
-        Some(EndReason::Closed(r)) => format!("the connection closed: {r}"),
-        Some(other) => other.to_string(),
-        None => format!("the session subscription ended: {fallback}"),
-    }
-}
-
-/// A reconnect failure that retrying cannot cure: a different host now answers at the
-/// address, or this identity was refused. The library retries these like any other, so
-/// the client reads the reason and stops.
-pub(crate) fn fatal_reconnect(reason: &str) -> Option<String> {
-    if reason.contains("does not match") {
-        return Some(format!(
-            "a different host answers now (its server id changed), not reconnecting: {reason}"
-        ));
-    }
-    if reason.contains("may not connect") || reason.contains("forbidden") {
-        return Some(format!(
-            "this identity is no longer admitted by the host: {reason}"
-        ));
-    }
-    None
 }
 
 fn outcome(result: Result<Reply, RequestError>) -> Outcome {
@@ -149,7 +106,6 @@ pub(crate) async fn run(attached: Attached) -> std::io::Result<Ending> {
         session,
         mut subscription,
         name,
-        reconnect,
     } = attached;
     let mut screen = terminal::Screen::open()?;
     let now = tokio::time::Instant::now().into_std();
@@ -197,9 +153,9 @@ pub(crate) async fn run(attached: Attached) -> std::io::Result<Ending> {
             event = subscription.next_event() => {
                 match event {
                     Some(SubscriptionEvent::Ended { reason }) => {
-                        return Ok(Ending::Lost(end_line(subscription.end_reason(), &reason)));
+                        return Ok(Ending::Lost(ending::subscription_ended(subscription.end_reason(), &reason)));
                     }
-                    None => return Ok(Ending::Lost(end_line(subscription.end_reason(), "closed"))),
+                    None => return Ok(Ending::Lost(ending::subscription_ended(subscription.end_reason(), "closed"))),
                     Some(_) => {}
                 }
                 value = session_value(&subscription);
@@ -209,26 +165,22 @@ pub(crate) async fn run(attached: Attached) -> std::io::Result<Ending> {
             }
             changed = status.changed() => {
                 if changed.is_err() {
-                    return Ok(Ending::Lost("the connection closed".to_owned()));
+                    return Ok(Ending::Lost(Failure::op("the connection closed")));
                 }
                 let current = status.borrow_and_update().clone();
                 let state = SessionState::new(&value);
                 match current {
                     Status::Connected => model.set_connection(&state, Connection::Connected),
-                    Status::Reconnecting { attempt, reason } => {
-                        if let Some(line) = fatal_reconnect(&reason) {
-                            return Ok(Ending::Lost(line));
-                        }
-                        // The library draws the jitter; the countdown shows the middle.
-                        let retry_at = reconnect
-                            .as_ref()
-                            .map(|p| now + p.delay(attempt.saturating_sub(1), 0.5));
-                        model.set_connection(&state, Connection::Reconnecting { attempt, reason, retry_at });
+                    // The countdown is to the attempt the library scheduled, jitter included.
+                    Status::Reconnecting { attempt, reason, retry_at, .. } => {
+                        model.set_connection(&state, Connection::Reconnecting { attempt, reason, retry_at: Some(retry_at) });
                     }
+                    // Also a refused reconnect (another server id, this identity refused):
+                    // the library stopped at once, and so does the client.
                     Status::Closed { reason } => {
                         return Ok(Ending::Lost(match subscription.end_reason() {
-                            Some(r) => end_line(Some(r), &reason),
-                            None => format!("the connection closed: {reason}"),
+                            Some(r) => ending::subscription_ended(Some(r), "closed"),
+                            None => ending::closed(&reason),
                         }));
                     }
                 }
