@@ -201,6 +201,24 @@ impl<M: Inbound> MessageDecoder<M> {
         self.buf.len()
     }
 
+    /// Bytes the read buffer holds allocated (buffered plus spare room).
+    pub fn buffer_capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Frees the read buffer (and the capacity kept for decoding a chunk of several frames)
+    /// when nothing is buffered, so an idle connection holds no read memory; the next
+    /// [`read_buffer`](Self::read_buffer) allocates again. Only spare room is ever freed,
+    /// never a buffered byte.
+    pub fn release_buffer(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = BytesMut::new();
+        }
+        if self.ready.is_empty() {
+            self.ready = VecDeque::new();
+        }
+    }
+
     /// True once an error has been returned.
     pub fn is_failed(&self) -> bool {
         self.failed

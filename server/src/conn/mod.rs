@@ -2,7 +2,9 @@
 //! a writer task.
 //!
 //! * The reader decodes frames, feeds the state, starts the host attach and the request
-//!   tasks, and arms the handshake timer. It stops reading while the handshake is pending
+//!   tasks, and arms the handshake timer. It waits for the socket to become readable holding
+//!   no read buffer, and reads in chunks that grow only while reads keep filling them
+//!   ([`read`]), so an idle connection costs no read memory. It stops reading while the handshake is pending
 //!   (what arrived with the hello is queued in order), so a peer cannot queue unbounded
 //!   input behind a slow host.
 //! * The writer takes frames from the state in order and writes them; it is woken by a
@@ -17,6 +19,7 @@
 //! [`ConnShared::with`].
 
 pub(crate) mod outbound;
+mod read;
 pub(crate) mod state;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use baton_protocol::codec::ClientMessageDecoder;
 use baton_protocol::{Target, WireError};
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -42,10 +45,19 @@ use crate::tasks::{run_or_spawn, spawn};
 
 use self::state::{ConnState, Dispatch, Step};
 
-/// Bytes read from the socket at a time.
-const READ_CHUNK: usize = 64 * 1024;
 /// Frames are gathered into writes of about this size.
 const WRITE_BATCH: usize = 64 * 1024;
+/// A write buffer (the writer's batch, the reader's carry) that is empty keeps at most this
+/// much allocated: enough for a read batch's responses without an allocation each time,
+/// while an idle connection does not keep a burst's 64 KiB.
+const KEEP_WRITE_BUFFER: usize = 4 * 1024;
+
+/// Frees `buf`'s allocation if it is empty and larger than [`KEEP_WRITE_BUFFER`].
+fn trim_write_buffer(buf: &mut BytesMut) {
+    if buf.is_empty() && buf.capacity() > KEEP_WRITE_BUFFER {
+        *buf = BytesMut::new();
+    }
+}
 
 /// The state of one connection, shared by its reader, writer, request tasks and publishers.
 #[derive(Debug)]
@@ -151,6 +163,7 @@ fn write_inline(shared: &ConnShared, parked: &Mutex<ParkedWriter>) {
                 if !carry.is_empty() {
                     break;
                 }
+                trim_write_buffer(carry);
             }
             // Would block, or failed (the writer meets the error itself and aborts).
             Some(Err(_)) | None => break,
@@ -233,8 +246,10 @@ async fn run<H: ServerHost>(
     let conn_cancel = CancellationToken::new();
     let mut services: Option<Arc<H::Services>> = None;
     let mut attaching: Option<oneshot::Receiver<Result<H::Services, ServiceError>>> = None;
-    // Reads go straight into the decoder's buffer and frames are decoded there, in place.
+    // Reads go straight into the decoder's buffer and frames are decoded there, in place;
+    // while the connection is idle it holds no buffer (`read`).
     let mut decoder = ClientMessageDecoder::new(server.config.max_frame_length);
+    let mut read_size = read::ReadSize::default();
     // True once the peer's side ended (end of stream or a failed read).
     let mut peer_closed = false;
 
@@ -264,7 +279,7 @@ async fn run<H: ServerHost>(
                 let now = tokio::time::Instant::now().into_std();
                 shared.with(|s| s.handle_timeout(now));
             }
-            r = reader.read_buf(decoder.read_buffer(READ_CHUNK)), if reading => match r {
+            r = read::read_some(&mut reader, &mut decoder, &mut read_size), if reading => match r {
                 Ok(0) => {
                     if let Err(error) = decoder.end() {
                         tracing::debug!(%error, "peer closed mid-frame");
@@ -422,7 +437,10 @@ fn spawn_request<H: ServerHost>(
                     Target::Session(t) => router.execute(conn_id, t, call, publisher, ctx).await,
                 }
             });
+            // `work` first: a call done on its first poll never registers with `hard_stop`
+            // (a lock on the server-wide token, twice per request).
             let result = tokio::select! {
+                biased;
                 r = work => r,
                 () = hard_stop.cancelled() => {
                     tracing::debug!("abandoned at the drain deadline");
@@ -480,6 +498,7 @@ async fn write_loop(
                 let r = write(&mut writer, &bytes, kill).await;
                 batch = bytes;
                 batch.clear();
+                trim_write_buffer(&mut batch);
                 r
             }
             Next::Frame(frame) => write(&mut writer, &frame, kill).await,
@@ -506,6 +525,7 @@ async fn write_loop(
                 }
                 let r = write(&mut writer, &batch, kill).await;
                 batch.clear();
+                trim_write_buffer(&mut batch);
                 r
             }
         };

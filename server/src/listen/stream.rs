@@ -47,6 +47,28 @@ pub(crate) enum StreamReader {
     Tls(tokio::io::ReadHalf<Box<TlsStream<TcpStream>>>),
 }
 
+impl StreamReader {
+    /// Waits until a read would not block (Unix, TCP); at once for TLS, whose reads go
+    /// through the session.
+    pub(crate) async fn readable(&self) -> io::Result<()> {
+        match self {
+            Self::Unix(r) => r.readable().await,
+            Self::Tcp(r) => r.readable().await,
+            Self::Tls(_) => Ok(()),
+        }
+    }
+
+    /// Reads what the socket holds now into `buf`'s spare room without waiting (`WouldBlock`
+    /// when it holds nothing); `None` for TLS.
+    pub(crate) fn try_read_buf(&self, buf: &mut bytes::BytesMut) -> Option<io::Result<usize>> {
+        match self {
+            Self::Unix(r) => Some(r.try_read_buf(buf)),
+            Self::Tcp(r) => Some(r.try_read_buf(buf)),
+            Self::Tls(_) => None,
+        }
+    }
+}
+
 /// The write half of a [`Stream`]. Dropping an owned Unix or TCP half shuts down the
 /// write direction.
 #[derive(Debug)]
