@@ -327,6 +327,11 @@ fn bench_case<M>(
     assert_eq!(&base, msg, "{case}: baseline decode");
     assert_eq!(baseline_encode(&cv), &frame[..], "{case}: baseline bytes");
 
+    if profile_only() {
+        // Only our decode, for a profile that is not mixed with the baseline or encoding.
+        spin(|| decode_payload::<M>(black_box(&payload), DEFAULT_MAX_FRAME_LENGTH));
+        return;
+    }
     let (decode_ours, decode_base) = measure_interleaved(
         plan,
         || decode_payload::<M>(black_box(&payload), DEFAULT_MAX_FRAME_LENGTH),
@@ -414,6 +419,33 @@ fn bench_case<M>(
     });
 }
 
+/// `BATON_BENCH_PROFILE=1`: run our decode alone for a few seconds per case and print no
+/// table (for `perf record`, whose profile is otherwise mostly the baseline and the encoders).
+fn profile_only() -> bool {
+    std::env::var_os("BATON_BENCH_PROFILE").is_some_and(|v| v != "0")
+}
+
+/// Calls `f` for about three seconds of this thread's CPU time, or exactly
+/// `BATON_BENCH_ITERS` times (so `perf stat` counts can be divided per call).
+fn spin<R>(mut f: impl FnMut() -> R) {
+    if let Some(n) = std::env::var("BATON_BENCH_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        time_iters(n, &mut f);
+        return;
+    }
+    let iters = calibrate(
+        Plan {
+            target: Duration::from_secs(3),
+            reps: 1,
+            min_iters: 1,
+        },
+        &mut f,
+    );
+    time_iters(iters, &mut f);
+}
+
 /// One frame through a decoder's read buffer, as a connection's read loop takes it.
 fn read_in_place<M: WireMessage>(decoder: &mut MessageDecoder<M>, frame: &[u8]) -> Option<M> {
     decoder.read_buffer(frame.len()).extend_from_slice(frame);
@@ -431,6 +463,9 @@ fn bench_client_frame(plan: Plan, case: &'static str, msg: &ServerMessage, rows:
     };
     let first = read(&frame).expect("one frame").into_message();
     assert_eq!(first.as_ref(), Ok(msg), "{case}: client frame");
+    if profile_only() {
+        return;
+    }
     let (ours, base) = measure_interleaved(
         plan,
         || read(black_box(&frame)),

@@ -31,10 +31,14 @@ impl ServerId {
     /// # Errors
     /// [`IdError::NotServerId`] unless `s` is a canonical lowercase UUIDv4.
     pub fn parse(s: &str) -> Result<Self, IdError> {
-        match <[u8; UUID_TEXT_LENGTH]>::try_from(s.as_bytes()) {
-            Ok(bytes) if is_canonical_uuid_v4(s) => Ok(Self(bytes)),
-            _ => Err(IdError::NotServerId),
-        }
+        Self::from_ascii(s.as_bytes()).ok_or(IdError::NotServerId)
+    }
+
+    /// [`parse`](Self::parse) from raw bytes: the canonical form is ASCII, so bytes that pass
+    /// are valid UTF-8 and a decoder need not check them as text first.
+    pub(crate) fn from_ascii(b: &[u8]) -> Option<Self> {
+        let bytes = <[u8; UUID_TEXT_LENGTH]>::try_from(b).ok()?;
+        is_canonical_uuid_v4_bytes(&bytes).then_some(Self(bytes))
     }
 
     /// Builds a UUIDv4 from 16 random bytes (the caller supplies randomness: this crate is pure).
@@ -68,16 +72,26 @@ pub fn format_uuid(b: &[u8; 16]) -> String {
 
 /// True for a canonical lowercase UUIDv4 string.
 pub fn is_canonical_uuid_v4(s: &str) -> bool {
-    let b = s.as_bytes();
-    if b.len() != 36 {
-        return false;
-    }
-    b.iter().enumerate().all(|(i, &c)| match i {
-        8 | 13 | 18 | 23 => c == b'-',
-        14 => c == b'4',
-        19 => matches!(c, b'8' | b'9' | b'a' | b'b'),
-        _ => c.is_ascii_digit() || (b'a'..=b'f').contains(&c),
-    })
+    <&[u8; UUID_TEXT_LENGTH]>::try_from(s.as_bytes()).is_ok_and(is_canonical_uuid_v4_bytes)
+}
+
+/// The check of [`is_canonical_uuid_v4`] on the 36 bytes: the fixed positions, then every
+/// other byte lowercase hex (one pass with no per-position branch, which a decoder pays for
+/// every frame that names a server).
+fn is_canonical_uuid_v4_bytes(b: &[u8; UUID_TEXT_LENGTH]) -> bool {
+    const HEX_RUNS: [(usize, usize); 5] = [(0, 8), (9, 13), (14, 18), (19, 23), (24, 36)];
+    let fixed = b[8] == b'-'
+        && b[13] == b'-'
+        && b[18] == b'-'
+        && b[23] == b'-'
+        && b[14] == b'4'
+        && matches!(b[19], b'8' | b'9' | b'a' | b'b');
+    fixed
+        && HEX_RUNS.iter().all(|&(start, end)| {
+            b[start..end]
+                .iter()
+                .all(|&c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+        })
 }
 
 impl fmt::Display for ServerId {
@@ -173,5 +187,73 @@ impl AsRef<str> for Id {
 impl std::borrow::Borrow<str> for Id {
     fn borrow(&self) -> &str {
         self.as_str()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The pattern written out position by position, as the regex in [`ServerId`]'s docs.
+    fn reference(s: &str) -> bool {
+        let b = s.as_bytes();
+        b.len() == 36
+            && b.iter().enumerate().all(|(i, &c)| match i {
+                8 | 13 | 18 | 23 => c == b'-',
+                14 => c == b'4',
+                19 => matches!(c, b'8' | b'9' | b'a' | b'b'),
+                _ => c.is_ascii_digit() || (b'a'..=b'f').contains(&c),
+            })
+    }
+
+    /// A valid id with up to three bytes replaced by characters near the edges of each class.
+    fn near_uuid() -> impl Strategy<Value = Vec<u8>> {
+        let edge = prop::sample::select(b"0489abfgAF-/:`z\xc3\xff".to_vec());
+        (
+            prop::collection::vec((0usize..38, edge), 0..4),
+            prop::option::of(0usize..38),
+        )
+            .prop_map(|(edits, cut)| {
+                let mut b = b"0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d".to_vec();
+                for (i, c) in edits {
+                    match b.get_mut(i) {
+                        Some(slot) => *slot = c,
+                        None => b.push(c),
+                    }
+                }
+                if let Some(n) = cut {
+                    b.truncate(n);
+                }
+                b
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn the_byte_check_accepts_exactly_the_canonical_pattern(b in near_uuid()) {
+            let expected = std::str::from_utf8(&b).is_ok_and(reference);
+            prop_assert_eq!(ServerId::from_ascii(&b).is_some(), expected);
+            if let Ok(s) = std::str::from_utf8(&b) {
+                prop_assert_eq!(is_canonical_uuid_v4(s), expected);
+                prop_assert_eq!(ServerId::parse(s).is_ok(), expected);
+            }
+        }
+    }
+
+    #[test]
+    fn a_server_id_from_bytes_is_the_one_parsed_from_text() {
+        let text = "00000000-0000-4000-8000-000000000001";
+        let id = ServerId::from_ascii(text.as_bytes()).unwrap();
+        assert_eq!(id, ServerId::parse(text).unwrap());
+        assert_eq!(id.as_str(), text);
+        // Uppercase hex, a wrong version nibble and a wrong variant are refused.
+        for bad in [
+            "00000000-0000-4000-8000-00000000000A",
+            "00000000-0000-5000-8000-000000000001",
+            "00000000-0000-4000-c000-000000000001",
+        ] {
+            assert!(ServerId::from_ascii(bad.as_bytes()).is_none(), "{bad}");
+        }
     }
 }

@@ -336,3 +336,84 @@ fn integers_at_the_edge_of_the_safe_range_are_judged_alike_by_every_reader() {
     assert!(validate(edges[0], &limits).is_ok());
     assert!(validate(edges[3], &limits).is_err());
 }
+
+/// CBOR text head (short form) followed by `bytes`.
+fn text(bytes: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x60 | u8::try_from(bytes.len()).unwrap()];
+    out.extend_from_slice(bytes);
+    out
+}
+
+fn cat(parts: &[&[u8]]) -> Vec<u8> {
+    parts.concat()
+}
+
+#[test]
+fn invalid_utf8_where_the_envelope_matches_names_by_bytes_is_a_cbor_error_that_wins() {
+    // Envelope keys, `type` tags and server ids are matched as raw bytes; anything that is not
+    // one of the known names must still be checked as UTF-8 right there, before a later error.
+    let ty = text(b"type");
+    let bad_key = text(b"typ\xff");
+    let bad_tag = text(b"hell\xff");
+    let mut bad_uuid = b"00000000-0000-4000-8000-000000000001".to_vec();
+    bad_uuid[35] = 0xff;
+    let bad_uuid = [&[0x78, 36][..], &bad_uuid].concat();
+    let target_bad_uuid = cat(&[&[0xa1], &text(b"serverId"), &bad_uuid]);
+    let cases: Vec<Vec<u8>> = vec![
+        // {"typ\xff": "hello"} and the same with a second entry cut off.
+        cat(&[&[0xa1], &bad_key, &text(b"hello")]),
+        cat(&[&[0xa2], &bad_key, &text(b"hello")]),
+        // {"type": "hell\xff"}, whole and followed by a truncated entry.
+        cat(&[&[0xa1], &ty, &bad_tag]),
+        cat(&[&[0xa2], &ty, &bad_tag, &[0x62, b'i']]),
+        // A request whose target's serverId has a bad last byte; then a server hello's.
+        cat(&[
+            &[0xa4],
+            &ty,
+            &text(b"request"),
+            &text(b"id"),
+            &text(b"r"),
+            &text(b"target"),
+            &target_bad_uuid,
+            &text(b"call"),
+        ]),
+        cat(&[
+            &[0xa3],
+            &ty,
+            &text(b"hello"),
+            &text(b"version"),
+            &[0x08],
+            &text(b"serverId"),
+            &bad_uuid,
+        ]),
+    ];
+    for bytes in &cases {
+        both(bytes);
+        for err in [
+            decode_payload::<ClientMessage>(bytes, u32::MAX).unwrap_err(),
+            decode_payload::<ServerMessage>(bytes, u32::MAX).unwrap_err(),
+        ] {
+            assert!(
+                err.to_string()
+                    .ends_with("CBOR text string contains invalid UTF-8"),
+                "{bytes:02x?}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_server_id_that_is_text_but_not_canonical_makes_the_message_invalid_on_both_paths() {
+    let upper = r#"{"type":"request","id":"r","target":{"serverId":"0A000000-0000-4000-8000-000000000001"},"call":{}}"#;
+    let hello = r#"{"type":"hello","version":8,"serverId":"00000000-0000-4000-8000-00000000000"}"#;
+    for text in [upper, hello] {
+        let bytes = to_vec(&json(text), &CborLimits::default()).unwrap();
+        both(&bytes);
+        let side = if text.contains("request") {
+            decode_payload::<ClientMessage>(&bytes, u32::MAX).unwrap_err()
+        } else {
+            decode_payload::<ServerMessage>(&bytes, u32::MAX).unwrap_err()
+        };
+        assert!(side.to_string().ends_with("protocol message"), "{side}");
+    }
+}

@@ -46,6 +46,35 @@ pub fn validate(bytes: &[u8], limits: &CborLimits) -> Result<(), ValueDecodeErro
 
 const SAFE_HIGH_WORD_MAX: u64 = 0x1f_ffff;
 
+/// Maps up to this many entries check duplicate keys by scanning; larger ones hash.
+const SMALL_MAP: usize = 16;
+
+/// Records the `i`-th key of a map being skipped; false if the map already had it. `small`
+/// holds the keys of a map of at most [`SMALL_MAP`] entries, `seen` those of a larger one.
+fn first_sighting<'a>(
+    small: &mut [&'a str; SMALL_MAP],
+    seen: &mut Option<HashSet<&'a str>>,
+    i: usize,
+    key: &'a str,
+) -> bool {
+    match seen {
+        Some(set) => set.insert(key),
+        None => {
+            let earlier = small.get(..i).unwrap_or_default();
+            let duplicate = earlier.contains(&key);
+            if let Some(slot) = small.get_mut(i) {
+                *slot = key;
+            }
+            !duplicate
+        }
+    }
+}
+
+/// `bytes` as text, or the profile's UTF-8 error.
+fn utf8(bytes: &[u8]) -> Result<&str, CborError> {
+    std::str::from_utf8(bytes).map_err(|_| CborError::InvalidUtf8)
+}
+
 /// A cursor over one CBOR payload. The envelope decoder drives it directly so envelope keys
 /// and short strings are read in place instead of being allocated. Cloning it saves a
 /// position to come back to.
@@ -153,6 +182,50 @@ impl<'a, 'l> Reader<'a, 'l> {
         }
     }
 
+    /// As [`text_or_skip`](Self::text_or_skip), but text equal to one of `known` (ASCII
+    /// names the caller matches on, such as envelope `type` tags) is returned as that name
+    /// without a UTF-8 pass: equal bytes are valid UTF-8. Any other text is checked as usual,
+    /// at the same point, so errors and their order do not change.
+    pub(crate) fn text_or_skip_among(
+        &mut self,
+        depth: u32,
+        known: &[&'static str],
+    ) -> Result<Option<&'a str>, CborError> {
+        match self.head_if(depth, 3)? {
+            Some(len) => self.text_among(len, known).map(Some),
+            None => {
+                self.item(depth)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The next item, if it is text, handed to `parse` as raw bytes. `parse` must accept only
+    /// valid UTF-8 (every caller accepts ASCII of a fixed form); when it returns `None` the
+    /// text is checked as UTF-8 as usual, so an invalid string still fails with
+    /// [`CborError::InvalidUtf8`] here. Yields `None` for a non-text item (decoded whole, as
+    /// [`text_or_skip`](Self::text_or_skip) does), `Some(None)` for text `parse` refused.
+    pub(crate) fn text_parsed_or_skip<T>(
+        &mut self,
+        depth: u32,
+        parse: impl FnOnce(&[u8]) -> Option<T>,
+    ) -> Result<Option<Option<T>>, CborError> {
+        match self.head_if(depth, 3)? {
+            Some(len) => {
+                let raw = self.string_bytes(len, StringKind::Text)?;
+                if let Some(t) = parse(raw) {
+                    return Ok(Some(Some(t)));
+                }
+                utf8(raw)?;
+                Ok(Some(None))
+            }
+            None => {
+                self.item(depth)?;
+                Ok(None)
+            }
+        }
+    }
+
     /// If the next item is an array, consumes its head and returns its length; otherwise
     /// consumes nothing.
     pub(crate) fn array_len(&mut self, depth: u32) -> Result<Option<usize>, CborError> {
@@ -246,7 +319,17 @@ impl<'a, 'l> Reader<'a, 'l> {
 
     fn text(&mut self, len: u64) -> Result<&'a str, CborError> {
         let raw = self.string_bytes(len, StringKind::Text)?;
-        std::str::from_utf8(raw).map_err(|_| CborError::InvalidUtf8)
+        utf8(raw)
+    }
+
+    /// [`text`](Self::text), returning a name of `known` without a UTF-8 pass when the bytes
+    /// are that name.
+    fn text_among(&mut self, len: u64, known: &[&'static str]) -> Result<&'a str, CborError> {
+        let raw = self.string_bytes(len, StringKind::Text)?;
+        match known.iter().find(|k| k.as_bytes() == raw) {
+            Some(name) => Ok(name),
+            None => utf8(raw),
+        }
     }
 
     fn container_len(&self, len: u64, kind: ContainerKind) -> Result<usize, CborError> {
@@ -352,25 +435,12 @@ impl<'a, 'l> Reader<'a, 'l> {
     }
 
     fn skip_map(&mut self, len: usize, depth: u32) -> Result<(), CborError> {
-        // As in `map`: small maps scan the keys seen so far (here on the stack), large ones
-        // hash them.
-        const SMALL: usize = 16;
-        let mut small: [&'a str; SMALL] = [""; SMALL];
-        let mut seen: Option<HashSet<&'a str>> = (len > SMALL).then(HashSet::new);
+        // As in `map`: small maps scan the keys seen so far (on the stack), large ones hash.
+        let mut small: [&'a str; SMALL_MAP] = [""; SMALL_MAP];
+        let mut seen: Option<HashSet<&'a str>> = (len > SMALL_MAP).then(HashSet::new);
         for i in 0..len {
             let key = self.key(depth + 1)?;
-            let duplicate = match &mut seen {
-                Some(set) => !set.insert(key),
-                None => {
-                    let earlier = small.get(..i).unwrap_or_default();
-                    let duplicate = earlier.contains(&key);
-                    if let Some(slot) = small.get_mut(i) {
-                        *slot = key;
-                    }
-                    duplicate
-                }
-            };
-            if duplicate {
+            if !first_sighting(&mut small, &mut seen, i, key) {
                 return Err(CborError::DuplicateKey);
             }
             self.skip(depth + 1)?;
@@ -382,7 +452,7 @@ impl<'a, 'l> Reader<'a, 'l> {
         // Each entry takes at least two bytes.
         let mut map = Map::with_capacity(len.min(self.remaining() / 2));
         // Small maps (every envelope) check duplicates by scanning; large ones hash.
-        let mut seen: Option<HashSet<&'a str>> = (len > 16).then(HashSet::new);
+        let mut seen: Option<HashSet<&'a str>> = (len > SMALL_MAP).then(HashSet::new);
         for _ in 0..len {
             let key = self.key(depth + 1)?;
             let duplicate = match &mut seen {
@@ -401,13 +471,23 @@ impl<'a, 'l> Reader<'a, 'l> {
     /// A map key: text read in place; anything else is decoded (so its own errors win)
     /// and then refused.
     pub(crate) fn key(&mut self, depth: u32) -> Result<&'a str, CborError> {
+        self.key_among(depth, &[])
+    }
+
+    /// [`key`](Self::key), with the keys of `known` (the envelope's field names) returned
+    /// without a UTF-8 pass, as [`text_or_skip_among`](Self::text_or_skip_among).
+    pub(crate) fn key_among(
+        &mut self,
+        depth: u32,
+        known: &[&'static str],
+    ) -> Result<&'a str, CborError> {
         self.check_depth(depth)?;
         let head = *self.buf.get(self.pos).ok_or(CborError::Truncated)?;
         if head >> 5 == 3 {
             self.pos += 1;
             self.count()?;
             let len = self.argument(head & 0x1f, 3)?;
-            return self.text(len);
+            return self.text_among(len, known);
         }
         self.item(depth)?;
         Err(CborError::NonStringKey)

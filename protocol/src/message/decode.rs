@@ -76,14 +76,15 @@ impl<'a> Seen<'a> {
 /// A target read in place; `None` fields were absent.
 #[derive(Default)]
 struct TargetParts<'a> {
-    server_id: Option<&'a str>,
+    /// `Some(None)`: text that is not a server id.
+    server_id: Option<Option<ServerId>>,
     session_id: Option<&'a str>,
     attachment_id: Option<&'a str>,
 }
 
 impl TargetParts<'_> {
     fn build(self) -> Option<Target> {
-        let server_id = ServerId::parse(self.server_id?).ok()?;
+        let server_id = self.server_id??;
         match (self.session_id, self.attachment_id) {
             (None, None) => Some(Target::Server(server_id)),
             (Some(s), Some(a)) => Some(Target::Session(SessionTarget {
@@ -107,11 +108,13 @@ fn target<'a>(r: &mut Reader<'a, '_>, depth: u32) -> Result<Option<TargetParts<'
     let mut seen = Seen::new();
     let mut valid = true;
     for _ in 0..len {
-        let key = r.key(depth + 1)?;
+        let key = r.key_among(depth + 1, TARGET_KEYS)?;
         let slot = match key {
             "serverId" => {
                 seen.known(1)?;
-                &mut parts.server_id
+                parts.server_id = r.text_parsed_or_skip(depth + 1, ServerId::from_ascii)?;
+                valid &= parts.server_id.is_some();
+                continue;
             }
             "sessionId" => {
                 seen.known(2)?;
@@ -133,6 +136,34 @@ fn target<'a>(r: &mut Reader<'a, '_>, depth: u32) -> Result<Option<TargetParts<'
     }
     Ok(valid.then_some(parts))
 }
+
+/// The field names of a target, matched without a UTF-8 pass.
+const TARGET_KEYS: &[&str] = &["serverId", "sessionId", "attachmentId"];
+/// The field names of a client envelope.
+const CLIENT_KEYS: &[&str] = &["type", "version", "id", "target", "call"];
+/// The `type` tags of a client envelope.
+const CLIENT_TYPES: &[&str] = &["hello", "request", "cancel"];
+/// The field names of a server envelope.
+const SERVER_KEYS: &[&str] = &[
+    "type",
+    "version",
+    "serverId",
+    "error",
+    "id",
+    "ok",
+    "result",
+    "subscriptionId",
+    "update",
+    "attachment",
+];
+/// The `type` tags of a server envelope.
+const SERVER_TYPES: &[&str] = &[
+    "hello",
+    "hello_error",
+    "response",
+    "service_update",
+    "attachment",
+];
 
 fn id(s: Option<&str>) -> Result<Id, PayloadError> {
     s.and_then(|s| Id::from_text(s).ok())
@@ -163,10 +194,10 @@ pub(crate) fn decode_client(
     let mut valid = true;
     let (mut ty, mut version, mut rid, mut tgt, mut call) = (None, None, None, None, None);
     for _ in 0..len {
-        match r.key(1)? {
+        match r.key_among(1, CLIENT_KEYS)? {
             "type" => {
                 seen.known(TYPE)?;
-                ty = r.text_or_skip(1)?;
+                ty = r.text_or_skip_among(1, CLIENT_TYPES)?;
             }
             "version" => {
                 seen.known(VERSION)?;
@@ -300,10 +331,10 @@ pub(crate) fn decode_server_as(
     let mut update_span = None;
     let mut attachment = None;
     for _ in 0..len {
-        match r.key(1)? {
+        match r.key_among(1, SERVER_KEYS)? {
             "type" => {
                 seen.known(TYPE)?;
-                ty = r.text_or_skip(1)?;
+                ty = r.text_or_skip_among(1, SERVER_TYPES)?;
             }
             "version" => {
                 seen.known(VERSION)?;
@@ -311,7 +342,7 @@ pub(crate) fn decode_server_as(
             }
             "serverId" => {
                 seen.known(SERVER_ID)?;
-                server_id = r.text_or_skip(1)?;
+                server_id = r.text_parsed_or_skip(1, ServerId::from_ascii)?;
                 valid &= server_id.is_some();
             }
             "error" => {
@@ -372,9 +403,7 @@ pub(crate) fn decode_server_as(
             if version.as_ref().and_then(Value::as_u64) != Some(crate::version::PROTOCOL_VERSION) {
                 return Err(PayloadError::Invalid);
             }
-            let server_id = server_id
-                .and_then(|s| ServerId::parse(s).ok())
-                .ok_or(PayloadError::Invalid)?;
+            let server_id = server_id.flatten().ok_or(PayloadError::Invalid)?;
             Ok(ServerMessage::Hello { server_id })
         }
         (Some("hello_error"), k) if k == TYPE | ERROR => {
