@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use baton_protocol::chord::ServiceMode;
 use baton_protocol::{Id, ServerId, SessionTarget, Target, Value};
-use tokio::sync::{Notify, Semaphore, mpsc, oneshot, watch};
+use tokio::sync::{Notify, Semaphore, SemaphorePermit, TryAcquireError, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
@@ -87,10 +87,37 @@ impl Shared {
         if self.shutdown.is_cancelled() {
             return Err(RequestError::Closed);
         }
-        self.commands
-            .send(cmd)
-            .await
-            .map_err(|_| RequestError::Closed)
+        // The queue is rarely full: taking a slot without building a waiting future first is
+        // a measurable share of a request's cost (the profile in BENCHMARKS.md, issue 13).
+        match self.commands.try_send(cmd) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(cmd)) => self
+                .commands
+                .send(cmd)
+                .await
+                .map_err(|_| RequestError::Closed),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(RequestError::Closed),
+        }
+    }
+
+    /// A slot of the in-flight limit, without a waiting future while one is free.
+    async fn in_flight_permit(
+        &self,
+        cancel: Option<&CancellationToken>,
+    ) -> Result<SemaphorePermit<'_>, RequestError> {
+        match self.in_flight.try_acquire() {
+            Ok(permit) => return Ok(permit),
+            Err(TryAcquireError::Closed) => return Err(RequestError::Closed),
+            Err(TryAcquireError::NoPermits) => {}
+        }
+        match cancel {
+            Some(cancel) => tokio::select! {
+                permit = self.in_flight.acquire() => permit,
+                () = cancel.cancelled() => return Err(RequestError::Cancelled),
+            },
+            None => self.in_flight.acquire().await,
+        }
+        .map_err(|_| RequestError::Closed)
     }
 }
 
@@ -289,14 +316,10 @@ impl Client {
             .map(|t| tokio::time::Instant::now() + t);
         // Until the command is queued the deadline is ours; after, the connection's.
         let queue = async {
-            let permit = match &options.cancel {
-                Some(cancel) => tokio::select! {
-                    permit = self.shared.in_flight.acquire() => permit,
-                    () = cancel.cancelled() => return Err(RequestError::Cancelled),
-                },
-                None => self.shared.in_flight.acquire().await,
-            }
-            .map_err(|_| RequestError::Closed)?;
+            let permit = self
+                .shared
+                .in_flight_permit(options.cancel.as_ref())
+                .await?;
             let number = self.shared.numbers.next();
             let (waiter, rx) = oneshot::channel();
             self.shared

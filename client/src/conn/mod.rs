@@ -41,6 +41,8 @@
 //! Subscription replicas and event queues are handed to the core with each
 //! [`SubscribeCmd`]; it applies updates to them in place (see [`crate::subscription`]).
 
+#[cfg(test)]
+mod batch_tests;
 pub(crate) mod requests;
 #[cfg(test)]
 mod tests;
@@ -271,13 +273,15 @@ impl<W> ClientConn<W> {
         while self.has_transport() {
             match self.codec.next_message() {
                 Ok(Some(frame)) => self.handle_frame(now, frame),
-                Ok(None) => return,
+                Ok(None) => break,
                 Err(e) => {
                     self.fail_transport(now, e);
-                    return;
+                    break;
                 }
             }
         }
+        // Replica watchers learn once per read, not once per update in it.
+        self.subs.notify_changed();
     }
 
     /// The transport reached end of stream (after everything read was handled).
@@ -295,7 +299,8 @@ impl<W> ClientConn<W> {
         }
     }
 
-    /// One decoded frame from the transport.
+    /// One decoded frame from the transport (replica watchers are notified by the caller,
+    /// [`handle_read`](Self::handle_read), once per read).
     pub(crate) fn handle_frame(&mut self, now: Instant, frame: ServerFrame) {
         match &mut self.link {
             Link::Handshaking(handshake) => {
