@@ -370,6 +370,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_server_that_never_completes_the_handshake_times_out_within_the_limit() {
+        // The kernel accepts the TCP connection (backlog); nobody ever answers the TLS hello.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let config = ProviderConfig::openai(format!("https://{addr}/v1"));
+        let limit = Duration::from_millis(200);
+        let failure = probe_with(&config, &no_proxy(), limit).await.unwrap_err();
+        assert_eq!(failure.cause, ProbeCause::TimedOut(limit));
+        assert_eq!(
+            failure.to_string(),
+            format!("cannot reach https://{addr}/v1: timed out after 0.2 s")
+        );
+        drop(listener);
+    }
+
+    #[tokio::test]
     async fn an_unusable_base_url_is_not_probed() {
         let config = ProviderConfig::openai("ftp://example.test/v1");
         assert_eq!(
