@@ -5,8 +5,9 @@
 //!   `Publisher::publish_shared_many` (batches of 64, encoded once per distinct encoder state) to N
 //!   `baton_client` subscriptions over Unix sockets. Counted at the client: the replica's
 //!   sequence as seen through subscription events. The publisher backs off (1 ms sleeps)
-//!   while the slowest subscriber is ≥ 1,024 updates behind, so no subscriber is reset
-//!   (resets are counted and reported).
+//!   while the slowest subscriber is ≥ [`lead`] updates behind (1,024, less above 1,024
+//!   subscribers), so no subscriber is reset (resets are counted and reported); the window
+//!   opens once that lead is published.
 //! * **jsonrpsee**: as in `measured-anchors.md`: each subscription task sends a pre-built
 //!   result in a loop with `SubscriptionSink::send` (the sink awaits capacity), so jsonrpsee
 //!   pays no publisher at all: an upper bound for it. Each subscriber is its own `WsClient`.
@@ -110,10 +111,109 @@ async fn window(counts: &[Arc<AtomicU64>], plan: &Plan) -> (f64, f64) {
     (n / dt.as_secs_f64(), (cpu1 - cpu0) / n * 1e6)
 }
 
-/// Waits for `n` subscribers of `key`, publishes batches of 64 (pausing while the slowest
-/// counter in `counts` is 1,024 or more behind, so nobody is ever reset), measures over the
-/// window, then stops the publisher and aborts the subscriber `tasks`. Returns deliveries/s,
-/// CPU s per million and the resets the publisher saw.
+/// Counts what one `baton_client` subscription receives: `seen` follows the replica's
+/// sequence (also through `Lagged`, after which the replica is still exact), `lost` counts
+/// resyncs. The one subscriber loop of both fan-out tables (`fanscale` runs it in its child).
+pub async fn count_deliveries(
+    mut sub: baton_client::Subscription,
+    seen: Arc<AtomicU64>,
+    lost: Arc<AtomicU64>,
+) {
+    let watch = sub.watch();
+    while let Some(ev) = sub.next_event().await {
+        match ev {
+            SubscriptionEvent::Update(u) => {
+                if let ProviderUpdate::State { sequence, .. } = *u {
+                    seen.store(sequence, Ordering::Relaxed);
+                }
+            }
+            SubscriptionEvent::Lagged => {
+                // Events were dropped; the replica is still exact.
+                let seq = watch.borrow().sequence(None, "reply").unwrap_or(0);
+                seen.store(seq, Ordering::Relaxed);
+            }
+            SubscriptionEvent::Snapshot { resynced: true } => {
+                lost.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Updates per published batch.
+pub const BATCH: usize = 64;
+/// The publisher pauses (1 ms sleeps) while the slowest subscriber is this many updates
+/// behind, so nobody is reset.
+pub const MAX_AHEAD: u64 = 1_024;
+/// ... and while more than about this many deliveries could be queued across all
+/// subscribers: at 10,000 subscribers 1,024 updates each would be 10 M queued frames (1 GB)
+/// published in a burst before and into the first counting window, not a steady state.
+pub const MAX_IN_FLIGHT: u64 = 2 << 20;
+
+/// How far ahead of the slowest of `n` subscribers the publisher may run: [`MAX_AHEAD`],
+/// less when [`MAX_IN_FLIGHT`] shared by `n` is smaller, but never under two batches.
+pub fn lead(n: usize) -> u64 {
+    (MAX_IN_FLIGHT / n.max(1) as u64).clamp(2 * BATCH as u64, MAX_AHEAD)
+}
+
+/// A running [`paced_publisher`].
+pub struct Paced {
+    /// Ends when `stop` is set; returns the resets the publisher saw (none, if the pacing
+    /// works).
+    pub task: tokio::task::JoinHandle<u64>,
+    /// Set once the publisher's whole lead is published, i.e. the pipeline is full and what
+    /// the publisher does from then on is what subscribers take: counting windows start after
+    /// this, so the initial burst is not charged to the deliveries of the window.
+    pub primed: Arc<AtomicBool>,
+}
+
+impl Paced {
+    /// Waits until [`Self::primed`] (hang guard: a minute, then measures anyway).
+    pub async fn until_primed(&self) {
+        let t0 = Instant::now();
+        while !self.primed.load(Ordering::Acquire) && t0.elapsed() < Duration::from_secs(60) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+/// The one paced publisher of both fan-out tables: batches of [`BATCH`] appends to
+/// `bench.stream.<key>` until `stop`, pausing while `slowest()` is [`lead`]`(n)` or more
+/// behind.
+pub fn paced_publisher(
+    srv: &OursServer,
+    key: &str,
+    n: usize,
+    stop: &Arc<AtomicBool>,
+    slowest: impl Fn() -> u64 + Send + 'static,
+) -> Paced {
+    let (host, stop) = (srv.host.clone(), Arc::clone(stop));
+    let key = key.to_owned();
+    let primed = Arc::new(AtomicBool::new(false));
+    let ahead = lead(n);
+    let p = Arc::clone(&primed);
+    let task = tokio::spawn(async move {
+        let mut resets = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let (c, seq) = host.publish(&key, BATCH);
+            resets += c.reset;
+            if seq >= ahead {
+                p.store(true, Ordering::Release);
+            }
+            while seq.saturating_sub(slowest()) >= ahead && !stop.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            tokio::task::yield_now().await;
+        }
+        resets
+    });
+    Paced { task, primed }
+}
+
+/// Waits for `n` subscribers of `key`, runs the [`paced_publisher`] on the slowest counter
+/// in `counts`, measures over the window once it is primed, then stops the publisher and aborts the
+/// subscriber `tasks`. Returns deliveries/s, CPU s per million and the resets the publisher
+/// saw.
 async fn publish_paced(
     srv: &OursServer,
     key: &str,
@@ -126,29 +226,21 @@ async fn publish_paced(
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let publisher = {
-        let (host, stop, counts) = (srv.host.clone(), Arc::clone(&stop), counts.to_vec());
-        let key = key.to_owned();
-        tokio::spawn(async move {
-            let mut resets = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let (c, seq) = host.publish(&key, 64);
-                resets += c.reset;
-                loop {
-                    let slowest = counts.iter().map(|c| c.load(Ordering::Relaxed)).min();
-                    if seq - slowest.unwrap_or(seq) < 1_024 || stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-                tokio::task::yield_now().await;
-            }
-            resets
-        })
+    let slowest = {
+        let counts = counts.to_vec();
+        move || {
+            counts
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .min()
+                .unwrap_or(u64::MAX)
+        }
     };
+    let publisher = paced_publisher(srv, key, n, &stop, slowest);
+    publisher.until_primed().await;
     let (per_sec, cpu_per_m) = window(counts, plan).await;
     stop.store(true, Ordering::Relaxed);
-    let resets = publisher.await.unwrap_or(0);
+    let resets = publisher.task.await.unwrap_or(0);
     for t in tasks {
         t.abort();
     }
@@ -167,33 +259,16 @@ pub async fn ours(srv: &OursServer, n: usize, run: u64, plan: &Plan) -> FanResul
         let c = Client::connect(ClientConfig::new(Endpoint::Unix(srv.unix.clone())))
             .await
             .expect("connect");
-        let mut sub = c
+        let sub = c
             .subscribe(&service, ServiceMode::Singleton)
             .await
             .expect("subscribe");
         let seen = Arc::new(AtomicU64::new(0));
-        let (s, lost) = (Arc::clone(&seen), Arc::clone(&lost));
-        let watch = sub.watch();
-        tasks.push(tokio::spawn(async move {
-            while let Some(ev) = sub.next_event().await {
-                match ev {
-                    SubscriptionEvent::Update(u) => {
-                        if let ProviderUpdate::State { sequence, .. } = *u {
-                            s.store(sequence, Ordering::Relaxed);
-                        }
-                    }
-                    SubscriptionEvent::Lagged => {
-                        // Events were dropped; the replica is still exact.
-                        let seq = watch.borrow().sequence(None, "reply").unwrap_or(0);
-                        s.store(seq, Ordering::Relaxed);
-                    }
-                    SubscriptionEvent::Snapshot { resynced: true } => {
-                        lost.fetch_add(1, Ordering::Relaxed);
-                    }
-                    _ => {}
-                }
-            }
-        }));
+        tasks.push(tokio::spawn(count_deliveries(
+            sub,
+            Arc::clone(&seen),
+            Arc::clone(&lost),
+        )));
         counts.push(seen);
         clients.push(c);
     }

@@ -1,6 +1,7 @@
 //! Subscriber scale curve (issue 13): CPU per delivery with 1 … 10,000 subscribers, ours
 //! (real `baton_client` subscriptions over Unix) against the floor (`tokio::sync::broadcast`
-//! to loopback TCP), with the same publishers and pacing as `fanout.rs`.
+//! to loopback TCP), with `fanout.rs`'s subscriber loop ([`count_deliveries`](crate::fanout::count_deliveries)),
+//! publisher and pacing ([`paced_publisher`](crate::fanout::paced_publisher)).
 //!
 //! 10,000 subscribers in one process would need 20,000 fds (both ends), the machine's hard
 //! limit, so here the subscribers run in a child process (this binary with `--fan-child`)
@@ -15,8 +16,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use baton_client::{Client, ClientConfig, Endpoint, SubscriptionEvent};
-use baton_protocol::chord::{ProviderUpdate, ServiceMode};
+use baton_client::{Client, ClientConfig, Endpoint};
+use baton_protocol::chord::ServiceMode;
 use bytes::Bytes;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -71,28 +72,12 @@ pub fn child(
             let seen = Arc::new(AtomicU64::new(0));
             if kind == "ours" {
                 let c = Client::connect(ClientConfig::new(Endpoint::Unix(target.into()))).await?;
-                let mut sub = c.subscribe(arg, ServiceMode::Singleton).await?;
-                let (s, lost) = (Arc::clone(&seen), Arc::clone(&lost));
-                let watch = sub.watch();
-                tokio::spawn(async move {
-                    while let Some(ev) = sub.next_event().await {
-                        match ev {
-                            SubscriptionEvent::Update(u) => {
-                                if let ProviderUpdate::State { sequence, .. } = *u {
-                                    s.store(sequence, Ordering::Relaxed);
-                                }
-                            }
-                            SubscriptionEvent::Lagged => {
-                                let seq = watch.borrow().sequence(None, "reply").unwrap_or(0);
-                                s.store(seq, Ordering::Relaxed);
-                            }
-                            SubscriptionEvent::Snapshot { resynced: true } => {
-                                lost.fetch_add(1, Ordering::Relaxed);
-                            }
-                            _ => {}
-                        }
-                    }
-                });
+                let sub = c.subscribe(arg, ServiceMode::Singleton).await?;
+                tokio::spawn(crate::fanout::count_deliveries(
+                    sub,
+                    Arc::clone(&seen),
+                    Arc::clone(&lost),
+                ));
                 clients.push(c);
             } else {
                 let frame_len: usize = arg.parse()?;
@@ -191,6 +176,8 @@ async fn measure(progress: &Progress, pid: u32, plan: &Plan) -> FanPoint {
     tokio::time::sleep(plan.fan_warmup).await;
     let sum = || progress.sum.load(Ordering::Relaxed);
     let (c0, s0, k0, t0) = (sum(), cpu_ns_of(None), cpu_ns_of(Some(pid)), Instant::now());
+    // For profiling the window alone (`perf record -p` once this line appears).
+    eprintln!("  window: {:?} (child pid {pid})", plan.fan_window);
     tokio::time::sleep(plan.fan_window).await;
     let (c1, s1, k1, dt) = (sum(), cpu_ns_of(None), cpu_ns_of(Some(pid)), t0.elapsed());
     let n = (c1 - c0) as f64;
@@ -209,7 +196,8 @@ fn end_child(mut child: Child, reader: std::thread::JoinHandle<()>) {
 }
 
 /// Ours: `n` `baton_client` subscribers in the child, the bench host publishing batches of
-/// 64 appends (paused while the slowest subscriber is 1,024 or more behind).
+/// 64 appends (paused while the slowest subscriber is [`lead`](crate::fanout::lead) or more
+/// behind); the window opens once that lead is published.
 pub async fn ours(
     srv: &OursServer,
     n: usize,
@@ -234,27 +222,15 @@ pub async fn ours(
         return Err(e.into());
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let publisher = {
-        let (host, stop, progress) = (srv.host.clone(), Arc::clone(&stop), Arc::clone(&progress));
-        let key = key.clone();
-        tokio::spawn(async move {
-            let mut resets = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let (c, seq) = host.publish(&key, 64);
-                resets += c.reset;
-                while seq.saturating_sub(progress.min.load(Ordering::Relaxed)) >= 1_024
-                    && !stop.load(Ordering::Relaxed)
-                {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-                tokio::task::yield_now().await;
-            }
-            resets
-        })
+    let slowest = {
+        let progress = Arc::clone(&progress);
+        move || progress.min.load(Ordering::Relaxed)
     };
+    let publisher = crate::fanout::paced_publisher(srv, &key, n, &stop, slowest);
+    publisher.until_primed().await;
     let mut p = measure(&progress, pid, plan).await;
     stop.store(true, Ordering::Relaxed);
-    p.lost += publisher.await.unwrap_or(0);
+    p.lost += publisher.task.await.unwrap_or(0);
     tokio::task::spawn_blocking(move || end_child(child, reader)).await?;
     // The child's exit closes every connection; the server drops them.
     srv.host.forget(&key);

@@ -17,7 +17,9 @@
 //! listed (`memory`, `rebuild`). `BENCH_WORKLOADS=fanout` (or `unary`, comma-separated) runs
 //! only those workloads of the unary and fan-out sections; `BENCH_LEVELS=100,1000` sets the
 //! fan-out subscriber counts. `BENCH_WORKLOADS=scale` runs only the scale curves (CPU per
-//! request against 1 … 1,000 connections, CPU per delivery against 1 … 10,000 subscribers).
+//! request against 1 … 1,000 connections, CPU per delivery against 1 … 10,000 subscribers);
+//! `BENCH_SCALE_LEVELS=10000` sets the subscriber counts of the latter, and each of its
+//! counting windows is announced on stderr (`window: … (child pid …)`) for `perf record`.
 //!
 //! Every workload runs in rounds; within a round each implementation runs once, in an order
 //! that reverses every round, so load from elsewhere on the machine hits all alike. The table
@@ -68,6 +70,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         && !levels.is_empty()
     {
         plan.fanout_levels = levels
+            .split(',')
+            .map(str::parse)
+            .collect::<Result<_, _>>()?;
+    }
+    // `BENCH_SCALE_LEVELS=10000` (comma-separated) overrides the subscriber scale curve's.
+    if let Ok(levels) = std::env::var("BENCH_SCALE_LEVELS")
+        && !levels.is_empty()
+    {
+        plan.fan_scale_levels = levels
             .split(',')
             .map(str::parse)
             .collect::<Result<_, _>>()?;
