@@ -1,11 +1,13 @@
 //! Codec benchmark (issue 2): our strict codec against the generic ciborium path, side by side.
 //!
-//! Run: `cargo bench -p baton-protocol --bench codec` (quick smoke: `BATON_BENCH_QUICK=1`).
+//! Run: `cargo bench -p baton-protocol --bench codec` (quick smoke: `BATON_BENCH_QUICK=1`; our
+//! decode alone for `perf record`: `BATON_BENCH_PROFILE=1`, optionally `BATON_BENCH_ITERS=N`).
 //!
 //! For each frame (client hello, a small request, a one-op `service_update` append, a ~1 MiB
 //! subscription snapshot response):
 //!
-//! * **ours, decode**: [`decode_payload`] (strict CBOR → [`Value`] → typed envelope).
+//! * **ours, decode**: [`decode_payload`] (the envelope read in place from the strict CBOR, its
+//!   opaque `call`/`result`/`update` payloads built as [`Value`]s).
 //! * **ours, decode in place**: the connections' path: the frame lands in a
 //!   [`MessageDecoder`]'s read buffer (a copy standing in for the socket read) and
 //!   `next_message` splits and decodes it there. For the `service_update` also as a client
