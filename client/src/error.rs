@@ -69,7 +69,8 @@ pub enum ConnectError {
 pub enum TlsFailure {
     /// The server refused this client's certificate, or its lack of one: it sent a fatal
     /// alert about the certificate (`unknown_ca`, `bad_certificate`, `certificate_required`,
-    /// `certificate_revoked`, `certificate_expired`, `access_denied`, …).
+    /// `certificate_revoked`, `certificate_expired`, `access_denied`, or `decrypt_error` for
+    /// a signature that does not verify, …).
     ClientRefused,
     /// This client did not accept the server's certificate (unknown issuer, not valid for
     /// the name, expired).

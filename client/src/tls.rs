@@ -153,10 +153,14 @@ pub(crate) fn tls_failure(e: &std::io::Error) -> TlsFailure {
 }
 
 /// The alerts a server sends about the certificate a client presented (or did not).
+/// `decrypt_error` is among them: it is what a server answers a certificate whose signature
+/// does not verify, e.g. one issued by another CA of the same name (a regenerated
+/// development PKI); a handshake's cryptography failing never heals on retry either.
 fn refuses_the_client_certificate(alert: AlertDescription) -> bool {
     matches!(
         alert,
         AlertDescription::BadCertificate
+            | AlertDescription::DecryptError
             | AlertDescription::UnsupportedCertificate
             | AlertDescription::CertificateRevoked
             | AlertDescription::CertificateExpired
@@ -223,6 +227,7 @@ mod tests {
             AlertDescription::CertificateRequired,
             AlertDescription::CertificateRevoked,
             AlertDescription::AccessDenied,
+            AlertDescription::DecryptError,
         ] {
             let e = wrapped(rustls::Error::AlertReceived(alert));
             assert_eq!(tls_failure(&e), TlsFailure::ClientRefused, "{alert:?}");
