@@ -9,6 +9,7 @@
 )]
 
 mod anthropic;
+mod compaction;
 mod fake;
 mod openai;
 mod probe;
