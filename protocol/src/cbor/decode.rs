@@ -49,27 +49,6 @@ const SAFE_HIGH_WORD_MAX: u64 = 0x1f_ffff;
 /// Maps up to this many entries check duplicate keys by scanning; larger ones hash.
 const SMALL_MAP: usize = 16;
 
-/// Records the `i`-th key of a map being skipped; false if the map already had it. `small`
-/// holds the keys of a map of at most [`SMALL_MAP`] entries, `seen` those of a larger one.
-fn first_sighting<'a>(
-    small: &mut [&'a str; SMALL_MAP],
-    seen: &mut Option<HashSet<&'a str>>,
-    i: usize,
-    key: &'a str,
-) -> bool {
-    match seen {
-        Some(set) => set.insert(key),
-        None => {
-            let earlier = small.get(..i).unwrap_or_default();
-            let duplicate = earlier.contains(&key);
-            if let Some(slot) = small.get_mut(i) {
-                *slot = key;
-            }
-            !duplicate
-        }
-    }
-}
-
 /// `bytes` as text, or the profile's UTF-8 error.
 fn utf8(bytes: &[u8]) -> Result<&str, CborError> {
     std::str::from_utf8(bytes).map_err(|_| CborError::InvalidUtf8)
@@ -435,12 +414,24 @@ impl<'a, 'l> Reader<'a, 'l> {
     }
 
     fn skip_map(&mut self, len: usize, depth: u32) -> Result<(), CborError> {
-        // As in `map`: small maps scan the keys seen so far (on the stack), large ones hash.
+        // As in `map`: small maps scan the keys seen so far (here on the stack), large ones
+        // hash them.
         let mut small: [&'a str; SMALL_MAP] = [""; SMALL_MAP];
         let mut seen: Option<HashSet<&'a str>> = (len > SMALL_MAP).then(HashSet::new);
         for i in 0..len {
             let key = self.key(depth + 1)?;
-            if !first_sighting(&mut small, &mut seen, i, key) {
+            let duplicate = match &mut seen {
+                Some(set) => !set.insert(key),
+                None => {
+                    let earlier = small.get(..i).unwrap_or_default();
+                    let duplicate = earlier.contains(&key);
+                    if let Some(slot) = small.get_mut(i) {
+                        *slot = key;
+                    }
+                    duplicate
+                }
+            };
+            if duplicate {
                 return Err(CborError::DuplicateKey);
             }
             self.skip(depth + 1)?;
