@@ -240,7 +240,11 @@ pub(crate) async fn run(attached: Attached) -> std::io::Result<Ending> {
             }
             Action::Detach => {
                 drop(screen);
-                let _ = client.detach().await;
+                // Not `detach`: the host answers it only once this connection's calls have
+                // finished, and a running prompt is one, so Ctrl-D hung until the turn ended.
+                // Closing leaves the session and its turn running (a client that goes away
+                // is no `cancel`); the requests still in flight end here without one.
+                client.close().await;
                 return Ok(Ending::Detached);
             }
             Action::Exit => return Ok(Ending::Exited),

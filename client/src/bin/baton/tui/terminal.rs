@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste};
 use crossterm::terminal::{
-    BeginSynchronizedUpdate, EndSynchronizedUpdate, EnterAlternateScreen, LeaveAlternateScreen,
-    disable_raw_mode, enable_raw_mode,
+    BeginSynchronizedUpdate, Clear, ClearType, EndSynchronizedUpdate, EnterAlternateScreen,
+    LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
 };
 use crossterm::{cursor, execute, queue};
 use ratatui::backend::CrosstermBackend;
@@ -68,7 +68,13 @@ impl Screen {
 
     /// Forgets what is on screen, so the next frame is drawn whole (Ctrl-L, after `$EDITOR`).
     pub(crate) fn repaint(&mut self) -> std::io::Result<()> {
-        self.terminal.clear()
+        // Not `Terminal::clear`: it asks the terminal for the cursor position and waits for
+        // the reply on stdin, which after `$EDITOR` (the event reader just replaced) never
+        // arrived in time, so every Ctrl-G failed. A fresh `Terminal` starts from blank
+        // buffers, matching the screen cleared here, and asks the terminal nothing.
+        execute!(std::io::stdout(), Clear(ClearType::All))?;
+        self.terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
+        Ok(())
     }
 
     /// Hands the terminal to `$VISUAL`/`$EDITOR` (default `vi`) on `text`; returns the edited
@@ -96,7 +102,7 @@ impl Screen {
             .arg("sh")
             .arg(&path)
             .status();
-        let restored = enter().and_then(|()| self.terminal.clear());
+        let restored = enter().and_then(|()| self.repaint());
         let result = match status {
             Ok(s) if s.success() => std::fs::read_to_string(&path),
             Ok(s) => Err(std::io::Error::other(format!("{editor} exited with {s}"))),
