@@ -19,6 +19,7 @@ use std::process::ExitStatus;
 use tokio::process::Command;
 
 use common::state::guard;
+use common::tmux::{Tmux, have_tmux};
 use common::{HOST, HostProcess, baton, mode_of, run};
 
 /// The binaries, the host process and the hang-guarded runner, shared with `process.rs`.
@@ -177,6 +178,67 @@ async fn a_tunnel_reaches_build_box_example_with_server_name_for_each_client() {
             assert!(stderr.contains(part), "{part:?} missing: {stderr}");
         }
     }
+    assert!(host.terminate().await.success());
+}
+
+/// What a newcomer does after the README's remote section: one profile in
+/// `$XDG_CONFIG_HOME/baton/config.toml` (paths relative to the file, the tunnel's server name),
+/// then plain `baton create` and `baton attach NAME` with no connection flags, and the terminal
+/// UI works over mutual TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_alone_attaches_the_terminal_ui_over_mutual_tls() {
+    if !have_tmux() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    make_pki(&pki).await;
+    let host = serve(dir.path(), &pki).await;
+    let config = dir.path().join("baton");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "default_profile = \"build-box\"\n\n[profiles.build-box]\nconnect = \"{}\"\n\
+             server_name = \"{SERVER_NAME}\"\nca = \"../pki/ca.pem\"\n\
+             cert = \"../pki/bob.pem\"\nkey = \"../pki/bob.key\"\n",
+            host.url
+        ),
+    )
+    .unwrap();
+
+    let mut create = Command::new(baton());
+    create
+        .args(["create", "--name", "remote"])
+        .env("XDG_CONFIG_HOME", dir.path())
+        .env_remove("BATON_CONNECT")
+        .env_remove("BATON_PROFILE")
+        .env_remove("BATON_SERVER_NAME");
+    let (status, stdout, stderr) = run("baton create with the profile", &mut create).await;
+    assert!(status.success(), "{stderr}");
+    assert_eq!(stdout.trim().len(), 36, "a session id: {stdout:?}");
+
+    let tmux = Tmux::new();
+    let state = dir.path().join("state");
+    let pane = tmux.attach(
+        "remote",
+        &[
+            ("XDG_CONFIG_HOME", dir.path()),
+            ("XDG_STATE_HOME", state.as_path()),
+        ],
+        &["attach", "remote"],
+    );
+    pane.wait_for("● connected").await;
+    assert!(
+        pane.status_line().contains("remote"),
+        "{}",
+        pane.status_line()
+    );
+    pane.submit("hello over tls");
+    pane.wait_for("You said: hello over tls.").await;
+    pane.wait_idle().await;
+    pane.keys(&["C-d"]);
+    assert_eq!(pane.exit_status().await, 0);
     assert!(host.terminate().await.success());
 }
 
