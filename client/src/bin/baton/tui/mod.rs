@@ -224,6 +224,12 @@ pub(crate) async fn run(attached: Attached) -> std::io::Result<Ending> {
             Action::OpenEditor => {
                 // The event reader must not compete with the editor for the terminal's input.
                 drop(events.take());
+                // Dropping the stream wakes crossterm's shared reader; when no reader thread
+                // was waiting, that wake stays pending, and a poll that later sees it in the
+                // same batch as the first key returns "woken" and drops the key's (edge-
+                // triggered) readiness: the first key after the editor was lost. A poll now,
+                // before any key can follow, consumes the stale wake; it reads nothing.
+                let _ = crossterm::event::poll(Duration::ZERO);
                 let text = model.input_expanded();
                 let edited = tokio::task::block_in_place(|| screen.edit(&text));
                 events = Some(EventStream::new());
