@@ -20,7 +20,6 @@ use std::process::Stdio;
 use common::state::guard;
 use common::{HOST, HostProcess, baton, cli};
 use fake::{End, FakeServer, Reply};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 /// The variable the host reads the API key from, and the key.
@@ -345,25 +344,7 @@ async fn host_logged(args: &[&str], env: &[(&str, &str)], filter: &str) -> HostP
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().unwrap();
-    let log = Some(BufReader::new(child.stderr.take().unwrap()).lines());
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = guard("listening line", lines.next_line())
-        .await
-        .unwrap()
-        .expect("the host exited before listening");
-    let words: Vec<&str> = line.split(' ').collect();
-    assert!(
-        matches!(words.as_slice(), ["listening", _, "server-id", _]),
-        "unexpected first line {line:?}"
-    );
-    HostProcess {
-        url: words[1].to_owned(),
-        server_id: words[3].to_owned(),
-        child,
-        lines,
-        log,
-    }
+    HostProcess::from_command(cmd).await
 }
 
 /// The host's log lines up to and including the first that contains `needle`.

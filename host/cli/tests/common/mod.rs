@@ -97,6 +97,12 @@ impl HostProcess {
         for (k, val) in env {
             cmd.env(k, val);
         }
+        Self::from_command(cmd).await
+    }
+
+    /// Spawns `cmd`, a `baton-host serve` with stdout piped (and stderr piped when it is to
+    /// be kept in `log`); returns once the host printed its `listening` line.
+    pub(crate) async fn from_command(mut cmd: Command) -> Self {
         let mut child = cmd.spawn().unwrap();
         let log = child
             .stderr
