@@ -550,7 +550,14 @@ async fn another_unix_uid_is_refused_at_the_listener_before_any_protocol_byte() 
     open(h.dir.path(), 0o755).unwrap();
     open(h.unix.parent().unwrap(), 0o755).unwrap();
     open(&h.unix, 0o666).unwrap();
-    let me = std::env::current_exe().unwrap();
+    // The probe runs as that account, so it must reach the executable too: a checkout under
+    // a private directory (a 0700 temporary clone) would refuse it. Run a copy from a
+    // directory anyone may enter.
+    let exe_dir = TempDir::new();
+    open(exe_dir.path(), 0o755).unwrap();
+    let me = exe_dir.path().join("access-probe");
+    std::fs::copy(std::env::current_exe().unwrap(), &me).unwrap();
+    open(&me, 0o755).unwrap();
     let socket = h.unix.clone();
     let output = guard(
         "the probe as uid 65534",
