@@ -18,7 +18,6 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 use common::gate::Gate;
-use common::state::guard;
 use common::tmux::{Setup, Tmux, have_tmux};
 use common::{HostProcess, baton, cli, mode_of};
 
@@ -277,28 +276,6 @@ async fn a_session_removed_under_attach_ends_it_at_once_with_one_clear_line() {
     assert!(s.host.terminate().await.success());
 }
 
-/// Reads `watch`'s output until a line contains `what`; the lines before it.
-async fn until(
-    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-    what: &str,
-) -> Vec<String> {
-    guard(what, async {
-        let mut seen = Vec::new();
-        loop {
-            let line = lines
-                .next_line()
-                .await
-                .unwrap()
-                .unwrap_or_else(|| panic!("watch ended after {seen:?}"));
-            if line.contains(what) {
-                return seen;
-            }
-            seen.push(line);
-        }
-    })
-    .await
-}
-
 /// `baton watch` follows a session across a host restart instead of claiming it ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_reconnects_after_a_host_restart_and_keeps_following() {
@@ -314,13 +291,13 @@ async fn watch_reconnects_after_a_host_restart_and_keeps_following() {
     let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
     let (status, _, err) = cli(&s.url, &["prompt", &s.id, "first"]).await;
     assert!(status.success(), "prompt: {err}");
-    until(&mut lines, "You said: first.").await;
+    common::until(&mut lines, "You said: first.").await;
     let Setup { dir, host, id, .. } = s;
     assert!(host.terminate().await.success());
     let host = HostProcess::in_dir(dir.path()).await;
     let (status, _, err) = cli(&host.url, &["prompt", &id, "second"]).await;
     assert!(status.success(), "prompt: {err}");
-    let seen = until(&mut lines, "You said: second.").await;
+    let seen = common::until(&mut lines, "You said: second.").await;
     assert!(
         !seen.iter().any(|l| l.contains("ended or was removed")),
         "a lost connection is not a removed session: {seen:?}"

@@ -236,23 +236,6 @@ async fn an_identity_the_access_policy_revokes_under_attach_ends_it_at_once_with
     assert!(host.terminate().await.success());
 }
 
-/// Reads `watch`'s output until a line contains `what`.
-async fn until(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>, what: &str) {
-    guard(what, async {
-        loop {
-            let line = lines
-                .next_line()
-                .await
-                .unwrap()
-                .unwrap_or_else(|| panic!("watch ended before {what:?}"));
-            if line.contains(what) {
-                return;
-            }
-        }
-    })
-    .await;
-}
-
 /// `watch` needs no terminal: it runs whether or not tmux is installed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_restarted_with_a_client_ca_that_refuses_the_certificate_ends_watch_at_once() {
@@ -282,7 +265,7 @@ async fn a_host_restarted_with_a_client_ca_that_refuses_the_certificate_ends_wat
     let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
     let (status, _, err) = bob(&pki, &url, &["prompt", &id, "first"]).await;
     assert!(status.success(), "prompt: {err}");
-    until(&mut lines, "You said: first.").await;
+    common::until(&mut lines, "You said: first.").await;
 
     // The same host (server certificate, sessions, address) now trusts another CA for
     // clients: bob's certificate is refused in the TLS handshake.

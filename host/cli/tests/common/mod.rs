@@ -235,3 +235,22 @@ pub(crate) async fn session_state(socket: &Path, id: &str) -> baton_protocol::Va
     client.close().await;
     state
 }
+
+/// Reads `watch`'s output until a line contains `what`; the lines before it.
+pub(crate) async fn until(lines: &mut Lines<BufReader<ChildStdout>>, what: &str) -> Vec<String> {
+    guard(what, async {
+        let mut seen = Vec::new();
+        loop {
+            let line = lines
+                .next_line()
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("watch ended after {seen:?}"));
+            if line.contains(what) {
+                return seen;
+            }
+            seen.push(line);
+        }
+    })
+    .await
+}
