@@ -16,6 +16,7 @@ use baton_host::tool::{
     ToolOutput, ToolSet, confinement_status,
 };
 use baton_protocol::Value;
+use baton_testkit::Need;
 use tokio_util::sync::CancellationToken;
 
 /// A workspace and a separate artefact directory, both temporary.
@@ -448,19 +449,11 @@ async fn an_api_key_in_the_hosts_environment_does_not_reach_bash() {
 
 /// The Landlock status, or `None` (after printing SKIPPED) when the kernel lacks it and
 /// `BATON_REQUIRE_LANDLOCK=1` is not set.
-#[expect(
-    clippy::print_stdout,
-    reason = "a skipped test says so in the test output"
-)]
-fn landlock_or_skip(test: &str) -> Option<u32> {
+fn landlock_or_skip() -> Option<u32> {
     match confinement_status(&BashConfig::default()) {
         Confinement::Active { abi } => Some(abi),
         other => {
-            assert!(
-                std::env::var("BATON_REQUIRE_LANDLOCK").as_deref() != Ok("1"),
-                "BATON_REQUIRE_LANDLOCK=1 but confinement is {other}"
-            );
-            println!("SKIPPED {test}: confinement is {other}");
+            Need::Landlock.skip(format_args!("confinement is {other}"));
             None
         }
     }
@@ -479,7 +472,7 @@ fn unique(name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bash_under_landlock_writes_only_inside_the_workspace_and_its_tmpdir() {
-    let Some(abi) = landlock_or_skip("bash_under_landlock_writes_only_inside_the_workspace") else {
+    let Some(abi) = landlock_or_skip() else {
         return;
     };
     assert!(abi >= 1);

@@ -12,6 +12,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
+use baton_testkit::Need;
+
 /// The server side's address on the link.
 pub const SERVER_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 77, 0, 1));
 /// The client side's address on the link.
@@ -64,14 +66,7 @@ impl NetPair {
             Ok(()) => Some(pair),
             Err(reason) => {
                 drop(pair);
-                assert!(
-                    std::env::var_os("BATON_REQUIRE_NETNS").is_none_or(|v| v != "1"),
-                    "network namespaces are required (BATON_REQUIRE_NETNS=1) but: {reason}"
-                );
-                #[expect(clippy::print_stderr, reason = "a skipped test must say so")]
-                {
-                    eprintln!("SKIPPED: cannot create network namespaces: {reason}");
-                }
+                Need::Netns.skip(format_args!("cannot create network namespaces: {reason}"));
                 None
             }
         }

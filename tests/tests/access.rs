@@ -537,11 +537,7 @@ async fn another_unix_uid_is_refused_at_the_listener_before_any_protocol_byte() 
     use std::os::unix::process::CommandExt;
 
     if rustix::process::getuid().as_raw() != 0 {
-        assert!(
-            std::env::var_os("BATON_REQUIRE_ROOT_TESTS").is_none_or(|v| v != "1"),
-            "BATON_REQUIRE_ROOT_TESTS=1 but not running as root"
-        );
-        println!("SKIPPED: another_unix_uid_is_refused_at_the_listener (needs root)");
+        baton_testkit::Need::Root.skip("running a child as another uid needs root");
         return;
     }
     let h = Harness::start(None).await;

@@ -17,6 +17,7 @@ use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::{AccessPolicy, ServiceHost, ServiceLimits};
 use baton_host::session::{HostConfig, SessionManager};
 use baton_host::tool::confinement_status;
+use baton_protocol::unix::BaseDir;
 use baton_protocol::{ServerId, unix};
 use baton_server::{ClientAuth, ListenAddr, Listener, Server, ServerConfig, TcpOptions, TlsConfig};
 use ring::rand::{SecureRandom, SystemRandom};
@@ -156,20 +157,13 @@ fn reload_access(host: &ServiceHost, server: &Server<ServiceHost>, path: Option<
     }
 }
 
-/// `$XDG_DATA_HOME/baton/sessions`, else `~/.local/share/baton/sessions`.
+/// `baton/sessions` under the XDG data directory (`$XDG_DATA_HOME` when absolute, else
+/// `~/.local/share`).
 fn default_sessions_dir() -> Result<PathBuf, Failure> {
-    if let Some(data) = std::env::var_os("XDG_DATA_HOME").map(PathBuf::from)
-        && data.is_absolute()
-    {
-        return Ok(data.join("baton").join("sessions"));
-    }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .filter(|h| h.is_absolute())
-        .ok_or_else(|| {
-            Failure::new("neither XDG_DATA_HOME nor HOME is set: pass --sessions-dir")
-        })?;
-    Ok(home.join(".local/share/baton/sessions"))
+    let data = BaseDir::Data.from_env().ok_or_else(|| {
+        Failure::new("neither XDG_DATA_HOME nor HOME is set: pass --sessions-dir")
+    })?;
+    Ok(data.join("baton").join("sessions"))
 }
 
 /// The id kept in `<dir>/server-id`, created on first start.

@@ -37,6 +37,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use baton_protocol::unix::BaseDir;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 
@@ -556,11 +557,11 @@ pub fn build_provider(config: &ProviderConfig, models: &[ModelSpec]) -> Arc<dyn 
     }
 }
 
-/// The default models file: `$XDG_CONFIG_HOME/baton/models.toml`, else
-/// `~/.config/baton/models.toml`; `None` without either variable.
+/// The default models file: `baton/models.toml` under the XDG config directory
+/// (`$XDG_CONFIG_HOME` when absolute, else `~/.config`); `None` without either variable.
 pub fn default_models_path() -> Option<PathBuf> {
     models_path_from(
-        std::env::var_os("XDG_CONFIG_HOME"),
+        std::env::var_os(BaseDir::Config.variable()),
         std::env::var_os("HOME"),
     )
 }
@@ -571,14 +572,7 @@ pub fn models_path_from(
     xdg_config_home: Option<OsString>,
     home: Option<OsString>,
 ) -> Option<PathBuf> {
-    let base = xdg_config_home
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            home.map(PathBuf::from)
-                .filter(|p| p.is_absolute())
-                .map(|h| h.join(".config"))
-        })?;
+    let base = BaseDir::Config.resolve(xdg_config_home.as_deref(), home.as_deref())?;
     Some(base.join("baton").join("models.toml"))
 }
 

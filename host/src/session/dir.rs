@@ -627,7 +627,7 @@ mod tests {
     #[test]
     fn a_directory_owned_by_another_user_is_refused() {
         if rustix::process::geteuid().as_raw() != 0 {
-            println!("SKIPPED: changing a directory's owner needs root");
+            baton_testkit::Need::Root.skip("changing a directory's owner needs root");
             return;
         }
         let tmp = tempfile::tempdir().unwrap();

@@ -17,7 +17,10 @@
 //! else `default_profile`, else none. Flags and environment variables override its values.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+
+use baton_protocol::unix::BaseDir;
 
 use serde::Deserialize;
 
@@ -74,14 +77,19 @@ pub(crate) enum ConfigError {
     },
 }
 
-/// Where the config file is when `--config` is not given: `$XDG_CONFIG_HOME/baton/config.toml`
-/// (when absolute), else `$HOME/.config/baton/config.toml`; `None` without either.
-pub(crate) fn default_path(xdg_config_home: Option<&Path>, home: Option<&Path>) -> Option<PathBuf> {
-    if let Some(dir) = xdg_config_home.filter(|d| d.is_absolute()) {
-        return Some(dir.join("baton").join("config.toml"));
-    }
-    home.filter(|h| h.is_absolute())
-        .map(|h| h.join(".config").join("baton").join("config.toml"))
+/// Where the config file is when `--config` is not given: `baton/config.toml` under the XDG
+/// config directory (`$XDG_CONFIG_HOME` when absolute, else `$HOME/.config`); `None` without
+/// either.
+pub(crate) fn default_path(
+    xdg_config_home: Option<&OsStr>,
+    home: Option<&OsStr>,
+) -> Option<PathBuf> {
+    Some(
+        BaseDir::Config
+            .resolve(xdg_config_home, home)?
+            .join("baton")
+            .join("config.toml"),
+    )
 }
 
 /// Loads the profile to use.
@@ -305,11 +313,11 @@ server_id = "00000000-0000-4000-8000-000000000001"
     #[test]
     fn the_default_path_prefers_xdg_config_home() {
         assert_eq!(
-            default_path(Some(Path::new("/x")), Some(Path::new("/h"))),
+            default_path(Some(OsStr::new("/x")), Some(OsStr::new("/h"))),
             Some(PathBuf::from("/x/baton/config.toml"))
         );
         assert_eq!(
-            default_path(Some(Path::new("rel")), Some(Path::new("/h"))),
+            default_path(Some(OsStr::new("rel")), Some(OsStr::new("/h"))),
             Some(PathBuf::from("/h/.config/baton/config.toml"))
         );
         assert_eq!(default_path(None, None), None);

@@ -23,7 +23,6 @@ mod watch;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -32,6 +31,7 @@ use baton_client::view::{Printer, Tracker};
 use baton_client::{
     Client, ClientConfig, Endpoint, Reply, RequestOptions, SubscriptionEvent, TlsOptions,
 };
+use baton_protocol::unix::BaseDir;
 use baton_protocol::{Map, ServerId, Value};
 use failure::{EXIT_USAGE, Failure};
 use live::{Target, call, field, open_session, print_json, render, session_state, text};
@@ -120,10 +120,8 @@ struct Settings {
 
 fn settings(global: &Global) -> Result<Settings, Failure> {
     let fallback = config::default_path(
-        std::env::var_os("XDG_CONFIG_HOME")
-            .map(PathBuf::from)
-            .as_deref(),
-        std::env::var_os("HOME").map(PathBuf::from).as_deref(),
+        std::env::var_os(BaseDir::Config.variable()).as_deref(),
+        std::env::var_os("HOME").as_deref(),
     );
     let profile = config::load(
         global.config.as_deref(),

@@ -20,11 +20,7 @@ pub(crate) const COLUMNS: u16 = 120;
 /// See [`COLUMNS`].
 pub(crate) const ROWS: u16 = 40;
 
-/// Whether tmux can be used; prints SKIPPED (or fails under `BATON_REQUIRE_TMUX`) if not.
-#[allow(
-    clippy::print_stdout,
-    reason = "a skipped test says so on the test's output"
-)]
+/// Whether tmux can be used; prints SKIPPED (or fails under `BATON_REQUIRE_TMUX=1`) if not.
 pub(crate) fn have_tmux() -> bool {
     let found = std::process::Command::new("tmux")
         .arg("-V")
@@ -33,11 +29,7 @@ pub(crate) fn have_tmux() -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !found {
-        assert!(
-            std::env::var_os("BATON_REQUIRE_TMUX").is_none(),
-            "BATON_REQUIRE_TMUX is set but tmux is not installed"
-        );
-        println!("SKIPPED: tmux is not installed");
+        baton_testkit::Need::Tmux.skip("tmux is not installed");
     }
     found
 }

@@ -7,6 +7,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use baton_protocol::Value;
+use baton_protocol::unix::BaseDir;
 
 /// Entries kept (older ones are dropped, in memory and in the file).
 pub(crate) const HISTORY_LIMIT: usize = 1000;
@@ -24,17 +25,10 @@ pub(crate) struct History {
     path: Option<PathBuf>,
 }
 
-/// Where the history file lives for this user (`None` without a home directory).
+/// Where the history file lives for this user: `baton/history` under the XDG state directory
+/// (`None` without a usable one).
 pub(crate) fn default_path() -> Option<PathBuf> {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .filter(|s| !s.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|s| !s.is_empty())
-                .map(|h| PathBuf::from(h).join(".local/state"))
-        })?;
-    Some(state.join("baton").join("history"))
+    Some(BaseDir::State.from_env()?.join("baton").join("history"))
 }
 
 impl History {
