@@ -8,9 +8,10 @@
 //!   while the slowest subscriber is ≥ [`lead`] updates behind (1,024, less above 1,024
 //!   subscribers), so no subscriber is reset (resets are counted and reported); the window
 //!   opens once that lead is published.
-//! * **jsonrpsee**: as in `measured-anchors.md`: each subscription task sends a pre-built
-//!   result in a loop with `SubscriptionSink::send` (the sink awaits capacity), so jsonrpsee
-//!   pays no publisher at all: an upper bound for it. Each subscriber is its own `WsClient`.
+//! * **jsonrpsee**: as in `measured-anchors.md`: each subscription task of [`JsonServer`]
+//!   sends a pre-built result in a loop with `SubscriptionSink::send` (the sink awaits
+//!   capacity), so jsonrpsee pays no publisher at all: an upper bound for it. Each subscriber
+//!   is its own `WsClient`.
 //! * **floor**: `tokio::sync::broadcast` of pre-framed `Bytes` (same length as our frame);
 //!   each receiver task writes to its own loopback TCP connection, coalescing whatever is
 //!   queued (≤ 32 KiB) into one write; a reader per connection counts bytes / frame length.
@@ -24,12 +25,12 @@ use baton_protocol::chord::{ProviderUpdate, ServiceMode};
 use bytes::{Bytes, BytesMut};
 use jsonrpsee::core::client::SubscriptionClientT;
 use jsonrpsee::core::params::ArrayParams;
-use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionMessage};
 use jsonrpsee_ws_client::WsClientBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 
+use crate::jsonrpc::{Delta, JsonServer};
 use crate::ours::OursServer;
 use crate::util::{Plan, cpu_secs};
 
@@ -42,57 +43,6 @@ pub struct FanResult {
     pub cpu_per_m: f64,
     /// Subscribers reset / lagged / closed during the run.
     pub lost: u64,
-}
-
-/// The jsonrpsee notification result (≈ the size of our update's text content).
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Delta {
-    delta: String,
-}
-
-static JSON_GO: std::sync::OnceLock<watch::Sender<u64>> = std::sync::OnceLock::new();
-
-fn json_go() -> &'static watch::Sender<u64> {
-    JSON_GO.get_or_init(|| watch::channel(0).0)
-}
-
-/// Registers `sub`/`notif`/`unsub` on the jsonrpsee module. The subscription waits for the
-/// run's go signal, then sends as fast as the sink accepts until the client goes away.
-pub fn register_json_subscription(
-    module: &mut RpcModule<()>,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let raw = serde_json::value::to_raw_value(&Delta {
-        delta: crate::ours::TOKEN.to_owned(),
-    })?;
-    module.register_subscription(
-        "sub",
-        "notif",
-        "unsub",
-        move |params, pending: PendingSubscriptionSink, _, _| {
-            let raw = raw.clone();
-            async move {
-                let run: u64 = params.one().unwrap_or(0);
-                let sink = pending.accept().await?;
-                let mut go = json_go().subscribe();
-                // Wait until every subscriber of this run is connected.
-                while *go.borrow_and_update() < run {
-                    if go.changed().await.is_err() {
-                        return Ok(());
-                    }
-                }
-                loop {
-                    if sink
-                        .send(SubscriptionMessage::from(raw.clone()))
-                        .await
-                        .is_err()
-                    {
-                        return Ok(());
-                    }
-                }
-            }
-        },
-    )?;
-    Ok(())
 }
 
 /// Measures `counts` (summed delivered counters) over warm-up + window.
@@ -284,9 +234,9 @@ pub async fn ours(srv: &OursServer, n: usize, run: u64, plan: &Plan) -> FanResul
     }
 }
 
-/// jsonrpsee: `n` WebSocket clients, one subscription each.
-pub async fn jsonrpsee(n: usize, run: u64, plan: &Plan) -> FanResult {
-    let addr = *crate::unary::JSON_ADDR.get().expect("jsonrpsee started");
+/// jsonrpsee: `n` WebSocket clients of `json`, one subscription each.
+pub async fn jsonrpsee(json: &JsonServer, n: usize, run: u64, plan: &Plan) -> FanResult {
+    let addr = json.addr();
     let mut tasks = Vec::with_capacity(n);
     let mut counts = Vec::with_capacity(n);
     let lost = Arc::new(AtomicU64::new(0));
@@ -318,7 +268,7 @@ pub async fn jsonrpsee(n: usize, run: u64, plan: &Plan) -> FanResult {
         }));
         counts.push(seen);
     }
-    json_go().send_replace(run);
+    json.release(run);
     let (per_sec, cpu_per_m) = window(&counts, plan).await;
     for t in &tasks {
         t.abort();

@@ -34,6 +34,7 @@
 mod fanout;
 mod fanscale;
 mod grpc;
+mod jsonrpc;
 mod memory;
 mod ours;
 mod rebuild;
@@ -161,7 +162,9 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
     };
 
     eprintln!("unary setup …");
-    let mut clients = unary::setup(&srv, &dir).await?;
+    // The one jsonrpsee server: the unary table's client and the fan-out's subscribers use it.
+    let json = jsonrpc::JsonServer::start().await?;
+    let mut clients = unary::setup(&srv, &json, &dir).await?;
     let names: Vec<&'static str> = clients.handles.iter().map(|(n, _)| *n).collect();
     let mut imps: Vec<&'static str> = names.clone();
     imps.extend(["floor unix", "floor tcp"]);
@@ -260,7 +263,7 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
                 let res = match imp {
                     "ours" => fanout::ours(&srv, n, run_id, &plan).await,
                     "ours raw" => fanout::ours_raw(&srv, n, run_id, &plan).await,
-                    "jsonrpsee" => fanout::jsonrpsee(n, run_id, &plan).await,
+                    "jsonrpsee" => fanout::jsonrpsee(&json, n, run_id, &plan).await,
                     _ => fanout::floor(n, frame_len, &plan).await,
                 };
                 push(&mut s, &format!("fan {n} rate"), imp, res.per_sec);

@@ -23,6 +23,7 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 use crate::grpc::{EchoRequest as GrpcEchoRequest, GrpcClient};
+use crate::jsonrpc::JsonServer;
 use crate::ours::OursServer;
 use crate::util::{Plan, cpu_secs, quantile};
 
@@ -196,8 +197,13 @@ async fn floor_serve<S: AsyncRead + AsyncWrite + Unpin>(s: S) {
     let _ = sink.send_all(&mut echoes).await;
 }
 
-/// Starts the floor servers (TCP, Unix), tarpc and jsonrpsee; connects every client.
-pub async fn setup(ours: &OursServer, dir: &Path) -> Result<Clients, Box<dyn std::error::Error>> {
+/// Starts the floor servers (TCP, Unix), tarpc and tonic; connects every client (to `ours`
+/// and `json` too).
+pub async fn setup(
+    ours: &OursServer,
+    json: &JsonServer,
+    dir: &Path,
+) -> Result<Clients, Box<dyn std::error::Error>> {
     // Floor, TCP.
     let floor_l = TcpListener::bind("127.0.0.1:0").await?;
     let floor_addr = floor_l.local_addr()?;
@@ -230,7 +236,6 @@ pub async fn setup(ours: &OursServer, dir: &Path) -> Result<Clients, Box<dyn std
             }));
         }
     });
-    let json_addr = start_jsonrpsee().await?;
     let tonic_addr = crate::grpc::start()?;
 
     let ours_call = ours_call();
@@ -265,7 +270,7 @@ pub async fn setup(ours: &OursServer, dir: &Path) -> Result<Clients, Box<dyn std
     handles.push(("tonic", connect_tonic(tonic_addr).await?));
     let jc = WsClientBuilder::default()
         .set_tcp_no_delay(true)
-        .build(format!("ws://{json_addr}"))
+        .build(format!("ws://{}", json.addr()))
         .await?;
     handles.push(("jsonrpsee", Handle::Json(Arc::new(jc))));
 
@@ -288,31 +293,6 @@ pub async fn setup(ours: &OursServer, dir: &Path) -> Result<Clients, Box<dyn std
         },
     })
 }
-
-/// The jsonrpsee server: `echo` (string) and the fan-out subscription `sub`/`unsub`
-/// (see `fanout.rs`). Returns its address.
-async fn start_jsonrpsee() -> Result<SocketAddr, Box<dyn std::error::Error>> {
-    let config = jsonrpsee::server::ServerConfig::builder()
-        .set_tcp_no_delay(true)
-        .max_connections(20_000)
-        .build();
-    let server = jsonrpsee::server::Server::builder()
-        .set_config(config)
-        .build("127.0.0.1:0")
-        .await?;
-    let addr = server.local_addr()?;
-    let mut module = jsonrpsee::RpcModule::new(());
-    module.register_method("echo", |params, _, _| params.one::<String>())?;
-    crate::fanout::register_json_subscription(&mut module)?;
-    let handle = server.start(module);
-    // Runs for the life of the process.
-    std::mem::forget(handle);
-    JSON_ADDR.set(addr).ok();
-    Ok(addr)
-}
-
-/// The jsonrpsee address (the fan-out benchmark connects its own clients).
-pub static JSON_ADDR: std::sync::OnceLock<SocketAddr> = std::sync::OnceLock::new();
 
 /// Sequential round trips with a peer handle.
 pub async fn seq_handle(h: &Handle, plan: &Plan) -> SeqResult {
