@@ -21,8 +21,8 @@
 //! `Vec<AgentMessage>` ("one copy").
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 use baton_client::{Client, ClientConfig, Endpoint};
 use baton_host::BoxFuture;
@@ -38,6 +38,7 @@ use baton_host::session::{FsyncPolicy, HostConfig, SessionManager};
 use baton_protocol::chord::{ServiceCall, ServiceMode};
 use baton_protocol::{ServerId, Value};
 use baton_server::{Listener, Server, ServerConfig};
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::util::{Plan, median, rss_bytes};
@@ -216,12 +217,12 @@ async fn one(
     drop(sub);
     // Per token: the median, over the long replies, of the CPU spent while the reply
     // streamed (first token to done), divided by its tokens.
-    let samples = std::mem::take(&mut *streamed.lock().map_err(|_| "poisoned")?);
+    let samples = std::mem::take(&mut *streamed.lock());
     let long: Vec<f64> = samples[samples.len().saturating_sub(replies)..].to_vec();
     let per_token = median(&long);
     // Per call: what a reply costs beyond its streaming.
     let per_call = cpu[1] - per_token * tokens.1 as f64;
-    let to_call = std::mem::take(&mut *calls.samples.lock().map_err(|_| "poisoned")?);
+    let to_call = std::mem::take(&mut *calls.samples.lock());
     let to_call = median(to_call.get(1..).unwrap_or_default()); // without the warm-up prompt
     drop(reference);
     client.close().await;
@@ -267,9 +268,7 @@ impl CallTimer {
 
     fn called(&self) {
         let spent = cpu_ns() - f64::from_bits(self.sent.load(Ordering::Relaxed));
-        if let Ok(mut s) = self.samples.lock() {
-            s.push(spent);
-        }
+        self.samples.lock().push(spent);
     }
 }
 
@@ -330,8 +329,10 @@ impl ProviderStream for BenchStream {
                 return None;
             }
             self.done = true;
-            if let (Some(start), Ok(mut s)) = (self.started, self.streamed.lock()) {
-                s.push((cpu_ns() - start) / self.tokens.max(1) as f64);
+            if let Some(start) = self.started {
+                self.streamed
+                    .lock()
+                    .push((cpu_ns() - start) / self.tokens.max(1) as f64);
             }
             Some(ProviderEvent::Done {
                 stop_reason: StopReason::Stop,
