@@ -25,7 +25,8 @@ use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use crate::grpc::{EchoRequest as GrpcEchoRequest, GrpcClient};
 use crate::jsonrpc::JsonServer;
 use crate::ours::OursServer;
-use crate::util::{Plan, cpu_secs, quantile};
+use crate::procfs::{self, ProcError, Process};
+use crate::util::{Plan, quantile};
 
 /// The 64-byte payload (a 64-character string for the string-typed peers).
 pub const PAYLOAD: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -339,22 +340,30 @@ fn summarize(mut lat: Vec<f64>) -> SeqResult {
     }
 }
 
-/// Counts completions of running work over the plan's warm-up + window; then sets `stop`.
-async fn window(count: &AtomicU64, stop: &AtomicBool, plan: &Plan) -> PipeResult {
+/// Counts completions of running work over the plan's warm-up + window; then sets `stop`
+/// (also when a CPU reading fails, so the work ends either way).
+async fn window(
+    count: &AtomicU64,
+    stop: &AtomicBool,
+    plan: &Plan,
+) -> Result<PipeResult, ProcError> {
     tokio::time::sleep(plan.pipe_warmup).await;
-    let (c0, cpu0, t0) = (count.load(Ordering::Relaxed), cpu_secs(), Instant::now());
+    let first = procfs::cpu_secs(Process::This);
+    let (c0, t0) = (count.load(Ordering::Relaxed), Instant::now());
     tokio::time::sleep(plan.pipe_window).await;
-    let (c1, cpu1, dt) = (count.load(Ordering::Relaxed), cpu_secs(), t0.elapsed());
+    let (c1, dt) = (count.load(Ordering::Relaxed), t0.elapsed());
+    let last = procfs::cpu_secs(Process::This);
     stop.store(true, Ordering::Relaxed);
+    let (cpu0, cpu1) = (first?, last?);
     let n = (c1 - c0) as f64;
-    PipeResult {
+    Ok(PipeResult {
         rps: n / dt.as_secs_f64(),
         cpu_us: (cpu1 - cpu0) / n * 1e6,
-    }
+    })
 }
 
 /// Pipelined: `plan.window` call loops joined in one task on the one connection.
-pub async fn pipe_handle(h: &Handle, plan: &Plan) -> PipeResult {
+pub async fn pipe_handle(h: &Handle, plan: &Plan) -> Result<PipeResult, ProcError> {
     let count = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let task = spawn_call_loops(h, plan.window, &count, &stop);
@@ -391,7 +400,10 @@ pub fn spawn_call_loops(
 pub async fn pipe_floor<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     f: Framed<S, LengthDelimitedCodec>,
     plan: &Plan,
-) -> (PipeResult, Framed<S, LengthDelimitedCodec>) {
+) -> (
+    Result<PipeResult, ProcError>,
+    Framed<S, LengthDelimitedCodec>,
+) {
     let count = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let task = spawn_floor_loop(f, plan.window, &count, &stop);
