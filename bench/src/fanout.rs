@@ -8,10 +8,9 @@
 //!   while the slowest subscriber is ≥ [`lead`] updates behind (1,024, less above 1,024
 //!   subscribers), so no subscriber is reset (resets are counted and reported); the window
 //!   opens once that lead is published.
-//! * **jsonrpsee**: as in `measured-anchors.md`: each subscription task of [`JsonServer`]
-//!   sends a pre-built result in a loop with `SubscriptionSink::send` (the sink awaits
-//!   capacity), so jsonrpsee pays no publisher at all: an upper bound for it. Each subscriber
-//!   is its own `WsClient`.
+//! * **jsonrpsee**: each subscription task of [`JsonServer`] sends a pre-built result in a
+//!   loop with `SubscriptionSink::send` (the sink awaits capacity), so jsonrpsee pays no
+//!   publisher at all: an upper bound for it. Each subscriber is its own `WsClient`.
 //! * **floor**: `tokio::sync::broadcast` of pre-framed `Bytes` (same length as our frame);
 //!   each receiver task writes to its own loopback TCP connection, coalescing whatever is
 //!   queued (≤ 32 KiB) into one write; a reader per connection counts bytes / frame length.

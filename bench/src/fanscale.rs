@@ -1,4 +1,4 @@
-//! Subscriber scale curve (issue 13): CPU per delivery with 1 … 10,000 subscribers, ours
+//! Subscriber scale curve: CPU per delivery with 1 … 10,000 subscribers, ours
 //! (real `baton_client` subscriptions over Unix) against the floor (`tokio::sync::broadcast`
 //! to loopback TCP), with `fanout.rs`'s subscriber loop ([`count_deliveries`](crate::fanout::count_deliveries)),
 //! publisher and pacing ([`paced_publisher`](crate::fanout::paced_publisher)).

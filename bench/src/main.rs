@@ -9,8 +9,8 @@
 //! ```
 //!
 //! `cargo run --release --manifest-path bench/Cargo.toml -- session` (any word not starting
-//! with `--`, same as `BENCH_ONLY=session`) runs only the long-session benchmark (issue 12:
-//! CPU per streamed token and resident bytes of sessions holding 10, 1,000 and 100,000 items).
+//! with `--`, same as `BENCH_ONLY=session`) runs only the long-session benchmark (CPU per
+//! streamed token and resident bytes of sessions holding 10, 1,000 and 100,000 items).
 //!
 //! `BENCH_ONLY=ours,floor` keeps only implementations whose name contains one of the
 //! comma-separated words (for profiling one of them); memory and rebuild then run only if
@@ -26,7 +26,7 @@
 //! shows medians over rounds and ratios of medians; a figure whose section or implementation
 //! was not selected prints as "not measured". A `/proc` reading that fails, or a child that
 //! exits during a counting window, fails the run: it exits non-zero with one line saying
-//! what could not be read. See BENCHMARKS.md, "Transport and fan-out (issue 7)".
+//! what could not be read. See BENCHMARKS.md, "Transport and fan-out".
 
 // A benchmark prints its report, reads the wall clock with `std::time::Instant` and spawns
 // plain tokio tasks; the root `clippy.toml` rules for library code (TaskTracker spawns, glue
@@ -403,7 +403,8 @@ async fn run(plan: Plan) -> Result<(), Box<dyn Error>> {
         &'static str,
         Option<Goal>,
     );
-    // Issue 13's goals first; issue 7's jsonrpsee goal and the floor shares stay as context.
+    // The goals against tarpc and tonic first; the jsonrpsee goal and the floor shares as
+    // context.
     let rows: [Row; 11] = [
         (
             "pipe rps",
@@ -423,7 +424,7 @@ async fn run(plan: Plan) -> Result<(), Box<dyn Error>> {
             "pipe rps",
             "ours tcp",
             "jsonrpsee",
-            "≥ 2× (issue 7)",
+            "≥ 2×",
             Some(Goal::AtLeast(2.0)),
         ),
         ("pipe rps", "ours tcp", "floor tcp", "info", None),
@@ -550,7 +551,7 @@ async fn run(plan: Plan) -> Result<(), Box<dyn Error>> {
         let v = med(&s, &format!("fan {top} rate"), "ours");
         let raw = med(&s, &format!("fan {top} rate"), "ours raw");
         println!(
-            "\nGoal (issue 13): ≥ 3,000,000 deliveries/s at 1,000 `baton_client` subscribers — at {top}: {} ({}); issue 7's 1,000,000: {}; server side only (raw subscribers): {} ({})\n",
+            "\nGoals: ≥ 3,000,000 deliveries/s at 1,000 `baton_client` subscribers, and ≥ 1,000,000 — at {top}: {} (3 M: {}; 1 M: {}); server side only (raw subscribers): {} (3 M: {})\n",
             v.num(),
             judge(v, Goal::AtLeast(3e6)),
             judge(v, Goal::AtLeast(1e6)),

@@ -65,7 +65,7 @@ pub fn append_update(sequence: u64, token: &str) -> ProviderUpdate {
 }
 
 /// `BENCH_PUBLISH_EACH=1`: publish update by update with `publish_shared` (one lock and
-/// wake per subscriber per update, the pre-batch path) instead of `publish_shared_many`.
+/// wake per subscriber per update) instead of in batches with `publish_shared_many`.
 fn publish_each() -> bool {
     static EACH: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *EACH.get_or_init(|| std::env::var("BENCH_PUBLISH_EACH").is_ok_and(|v| v == "1"))

@@ -1,4 +1,4 @@
-//! Connection scale curve (issue 13): CPU per request with 1, 10, 100 and 1,000 concurrent
+//! Connection scale curve: CPU per request with 1, 10, 100 and 1,000 concurrent
 //! TCP connections, each pipelining [`SCALE_WINDOW`] unary calls, for ours, tarpc, tonic and
 //! the floor. Clients and servers share this process and its 2 worker threads, so the CPU
 //! (every thread's `schedstat`) covers both ends, as in the one-connection table; each

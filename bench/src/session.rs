@@ -1,4 +1,4 @@
-//! Long sessions (issue 12): CPU per streamed token, CPU per model call and resident bytes
+//! Long sessions: CPU per streamed token, CPU per model call and resident bytes
 //! of `baton-host` sessions holding 10, 1,000 and 100,000 transcript items.
 //!
 //! Each session's history is imported through the runtime (`SessionRuntime::import_history`, one
