@@ -8,9 +8,9 @@
 //!   while the slowest subscriber is ≥ [`lead`] updates behind (1,024, less above 1,024
 //!   subscribers), so no subscriber is reset (resets are counted and reported); the window
 //!   opens once that lead is published.
-//! * **jsonrpsee**: as in `measured-anchors.md`: each subscription task sends a pre-built
-//!   result in a loop with `SubscriptionSink::send` (the sink awaits capacity), so jsonrpsee
-//!   pays no publisher at all: an upper bound for it. Each subscriber is its own `WsClient`.
+//! * **jsonrpsee**: each subscription task of [`JsonServer`] sends a pre-built result in a
+//!   loop with `SubscriptionSink::send` (the sink awaits capacity), so jsonrpsee pays no
+//!   publisher at all: an upper bound for it. Each subscriber is its own `WsClient`.
 //! * **floor**: `tokio::sync::broadcast` of pre-framed `Bytes` (same length as our frame);
 //!   each receiver task writes to its own loopback TCP connection, coalescing whatever is
 //!   queued (≤ 32 KiB) into one write; a reader per connection counts bytes / frame length.
@@ -24,14 +24,15 @@ use baton_protocol::chord::{ProviderUpdate, ServiceMode};
 use bytes::{Bytes, BytesMut};
 use jsonrpsee::core::client::SubscriptionClientT;
 use jsonrpsee::core::params::ArrayParams;
-use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionMessage};
 use jsonrpsee_ws_client::WsClientBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 
+use crate::jsonrpc::{Delta, JsonServer};
 use crate::ours::OursServer;
-use crate::util::{Plan, cpu_secs};
+use crate::procfs::{self, ProcError, Process};
+use crate::util::Plan;
 
 /// One fan-out run.
 #[derive(Debug, Clone, Default)]
@@ -44,59 +45,9 @@ pub struct FanResult {
     pub lost: u64,
 }
 
-/// The jsonrpsee notification result (≈ the size of our update's text content).
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Delta {
-    delta: String,
-}
-
-static JSON_GO: std::sync::OnceLock<watch::Sender<u64>> = std::sync::OnceLock::new();
-
-fn json_go() -> &'static watch::Sender<u64> {
-    JSON_GO.get_or_init(|| watch::channel(0).0)
-}
-
-/// Registers `sub`/`notif`/`unsub` on the jsonrpsee module. The subscription waits for the
-/// run's go signal, then sends as fast as the sink accepts until the client goes away.
-pub fn register_json_subscription(
-    module: &mut RpcModule<()>,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let raw = serde_json::value::to_raw_value(&Delta {
-        delta: crate::ours::TOKEN.to_owned(),
-    })?;
-    module.register_subscription(
-        "sub",
-        "notif",
-        "unsub",
-        move |params, pending: PendingSubscriptionSink, _, _| {
-            let raw = raw.clone();
-            async move {
-                let run: u64 = params.one().unwrap_or(0);
-                let sink = pending.accept().await?;
-                let mut go = json_go().subscribe();
-                // Wait until every subscriber of this run is connected.
-                while *go.borrow_and_update() < run {
-                    if go.changed().await.is_err() {
-                        return Ok(());
-                    }
-                }
-                loop {
-                    if sink
-                        .send(SubscriptionMessage::from(raw.clone()))
-                        .await
-                        .is_err()
-                    {
-                        return Ok(());
-                    }
-                }
-            }
-        },
-    )?;
-    Ok(())
-}
-
-/// Measures `counts` (summed delivered counters) over warm-up + window.
-async fn window(counts: &[Arc<AtomicU64>], plan: &Plan) -> (f64, f64) {
+/// Measures `counts` (summed delivered counters) over warm-up + window: deliveries/s and CPU
+/// s per million deliveries.
+async fn window(counts: &[Arc<AtomicU64>], plan: &Plan) -> Result<(f64, f64), ProcError> {
     let sum = || {
         counts
             .iter()
@@ -104,11 +55,11 @@ async fn window(counts: &[Arc<AtomicU64>], plan: &Plan) -> (f64, f64) {
             .sum::<u64>()
     };
     tokio::time::sleep(plan.fan_warmup).await;
-    let (c0, cpu0, t0) = (sum(), cpu_secs(), Instant::now());
+    let (c0, cpu0, t0) = (sum(), procfs::cpu_secs(Process::This)?, Instant::now());
     tokio::time::sleep(plan.fan_window).await;
-    let (c1, cpu1, dt) = (sum(), cpu_secs(), t0.elapsed());
+    let (c1, cpu1, dt) = (sum(), procfs::cpu_secs(Process::This)?, t0.elapsed());
     let n = (c1 - c0) as f64;
-    (n / dt.as_secs_f64(), (cpu1 - cpu0) / n * 1e6)
+    Ok((n / dt.as_secs_f64(), (cpu1 - cpu0) / n * 1e6))
 }
 
 /// Counts what one `baton_client` subscription receives: `seen` follows the replica's
@@ -221,7 +172,7 @@ async fn publish_paced(
     counts: &[Arc<AtomicU64>],
     tasks: &[tokio::task::JoinHandle<()>],
     plan: &Plan,
-) -> (f64, f64, u64) {
+) -> Result<(f64, f64, u64), ProcError> {
     while srv.host.subscribers(key) < n {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -238,17 +189,23 @@ async fn publish_paced(
     };
     let publisher = paced_publisher(srv, key, n, &stop, slowest);
     publisher.until_primed().await;
-    let (per_sec, cpu_per_m) = window(counts, plan).await;
+    let measured = window(counts, plan).await;
     stop.store(true, Ordering::Relaxed);
     let resets = publisher.task.await.unwrap_or(0);
     for t in tasks {
         t.abort();
     }
-    (per_sec, cpu_per_m, resets)
+    let (per_sec, cpu_per_m) = measured?;
+    Ok((per_sec, cpu_per_m, resets))
 }
 
 /// Ours: `n` baton clients over Unix, one subscription each, one publisher.
-pub async fn ours(srv: &OursServer, n: usize, run: u64, plan: &Plan) -> FanResult {
+pub async fn ours(
+    srv: &OursServer,
+    n: usize,
+    run: u64,
+    plan: &Plan,
+) -> Result<FanResult, ProcError> {
     let key = run.to_string();
     let service = format!("bench.stream.{key}");
     let mut clients = Vec::with_capacity(n);
@@ -272,21 +229,27 @@ pub async fn ours(srv: &OursServer, n: usize, run: u64, plan: &Plan) -> FanResul
         counts.push(seen);
         clients.push(c);
     }
-    let (per_sec, cpu_per_m, resets) = publish_paced(srv, &key, n, &counts, &tasks, plan).await;
+    let measured = publish_paced(srv, &key, n, &counts, &tasks, plan).await;
     for c in &clients {
         c.close().await;
     }
     srv.host.forget(&key);
-    FanResult {
+    let (per_sec, cpu_per_m, resets) = measured?;
+    Ok(FanResult {
         per_sec,
         cpu_per_m,
         lost: resets + lost.load(Ordering::Relaxed),
-    }
+    })
 }
 
-/// jsonrpsee: `n` WebSocket clients, one subscription each.
-pub async fn jsonrpsee(n: usize, run: u64, plan: &Plan) -> FanResult {
-    let addr = *crate::unary::JSON_ADDR.get().expect("jsonrpsee started");
+/// jsonrpsee: `n` WebSocket clients of `json`, one subscription each.
+pub async fn jsonrpsee(
+    json: &JsonServer,
+    n: usize,
+    run: u64,
+    plan: &Plan,
+) -> Result<FanResult, ProcError> {
+    let addr = json.addr();
     let mut tasks = Vec::with_capacity(n);
     let mut counts = Vec::with_capacity(n);
     let lost = Arc::new(AtomicU64::new(0));
@@ -318,8 +281,8 @@ pub async fn jsonrpsee(n: usize, run: u64, plan: &Plan) -> FanResult {
         }));
         counts.push(seen);
     }
-    json_go().send_replace(run);
-    let (per_sec, cpu_per_m) = window(&counts, plan).await;
+    json.release(run);
+    let measured = window(&counts, plan).await;
     for t in &tasks {
         t.abort();
     }
@@ -328,16 +291,16 @@ pub async fn jsonrpsee(n: usize, run: u64, plan: &Plan) -> FanResult {
     }
     // Aborted tasks drop their clients; give the server a moment to see the closes.
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let lost = lost.load(Ordering::Relaxed);
-    FanResult {
+    let (per_sec, cpu_per_m) = measured?;
+    Ok(FanResult {
         per_sec,
         cpu_per_m,
-        lost,
-    }
+        lost: lost.load(Ordering::Relaxed),
+    })
 }
 
 /// Floor: tokio broadcast → per-receiver coalesced writes to loopback TCP.
-pub async fn floor(n: usize, frame_len: usize, plan: &Plan) -> FanResult {
+pub async fn floor(n: usize, frame_len: usize, plan: &Plan) -> Result<FanResult, ProcError> {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (tx, _) = broadcast::channel::<Bytes>(16_384);
@@ -393,17 +356,18 @@ pub async fn floor(n: usize, frame_len: usize, plan: &Plan) -> FanResult {
             drop(tx);
         })
     };
-    let (per_sec, cpu_per_m) = window(&counts, plan).await;
+    let measured = window(&counts, plan).await;
     stop.store(true, Ordering::Relaxed);
     let _ = producer.await;
     for t in &tasks {
         t.abort();
     }
-    FanResult {
+    let (per_sec, cpu_per_m) = measured?;
+    Ok(FanResult {
         per_sec,
         cpu_per_m,
         lost: lost.load(Ordering::Relaxed),
-    }
+    })
 }
 
 /// The floor's writer for one subscriber: whatever is queued (≤ 32 KiB) leaves in one write;
@@ -439,7 +403,12 @@ pub async fn floor_writer(
 /// Ours, server side only: `n` raw Unix-socket subscribers that send `hello` and one
 /// `subscribe` request by hand and then only count frames (length headers), without
 /// decoding. Isolates what the server (and kernel) spend per delivery from client decoding.
-pub async fn ours_raw(srv: &OursServer, n: usize, run: u64, plan: &Plan) -> FanResult {
+pub async fn ours_raw(
+    srv: &OursServer,
+    n: usize,
+    run: u64,
+    plan: &Plan,
+) -> Result<FanResult, ProcError> {
     use baton_protocol::chord::ControlCall;
     use baton_protocol::{ClientMessage, Id, Request, Target, encode_frame};
     use tokio::net::UnixStream;
@@ -492,11 +461,12 @@ pub async fn ours_raw(srv: &OursServer, n: usize, run: u64, plan: &Plan) -> FanR
         }));
         counts.push(seen);
     }
-    let (per_sec, cpu_per_m, resets) = publish_paced(srv, &key, n, &counts, &tasks, plan).await;
+    let measured = publish_paced(srv, &key, n, &counts, &tasks, plan).await;
     srv.host.forget(&key);
-    FanResult {
+    let (per_sec, cpu_per_m, resets) = measured?;
+    Ok(FanResult {
         per_sec,
         cpu_per_m,
         lost: resets,
-    }
+    })
 }

@@ -1,4 +1,4 @@
-//! Subscriber scale curve (issue 13): CPU per delivery with 1 … 10,000 subscribers, ours
+//! Subscriber scale curve: CPU per delivery with 1 … 10,000 subscribers, ours
 //! (real `baton_client` subscriptions over Unix) against the floor (`tokio::sync::broadcast`
 //! to loopback TCP), with `fanout.rs`'s subscriber loop ([`count_deliveries`](crate::fanout::count_deliveries)),
 //! publisher and pacing ([`paced_publisher`](crate::fanout::paced_publisher)).
@@ -8,7 +8,8 @@
 //! and this process holds only the server ends, one fd each. The child reports the slowest
 //! and the summed delivery counts every millisecond on stdout (the publisher paces on the
 //! slowest); CPU is every thread's `schedstat` of both processes, reported whole and for
-//! the server process (server + publisher) alone.
+//! the server process (server + publisher) alone. A child that exits before the window
+//! closes fails the run: its CPU and deliveries would stop counting, not fall.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -24,7 +25,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast;
 
 use crate::ours::OursServer;
-use crate::util::{Plan, cpu_ns_of};
+use crate::procfs::{self, Process};
+use crate::util::Plan;
 
 /// How long the harness waits for the child's subscribers before giving up (a hang guard).
 pub const CHILD_READY_TIMEOUT: Duration = Duration::from_secs(300);
@@ -171,22 +173,40 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) -> Result<(), St
     Ok(())
 }
 
-/// Measures over warm-up + window; `stop` is set afterwards.
-async fn measure(progress: &Progress, pid: u32, plan: &Plan) -> FanPoint {
+/// Measures over warm-up + window; `stop` is set afterwards. Fails if a CPU reading fails or
+/// the child has exited by the end of the window.
+async fn measure(
+    progress: &Progress,
+    child: &mut Child,
+    plan: &Plan,
+) -> Result<FanPoint, Box<dyn std::error::Error>> {
+    let pid = child.id();
+    let cpu = || -> Result<(f64, f64), procfs::ProcError> {
+        Ok((
+            procfs::cpu_ns(Process::This)?,
+            procfs::cpu_ns(Process::Other(pid))?,
+        ))
+    };
     tokio::time::sleep(plan.fan_warmup).await;
     let sum = || progress.sum.load(Ordering::Relaxed);
-    let (c0, s0, k0, t0) = (sum(), cpu_ns_of(None), cpu_ns_of(Some(pid)), Instant::now());
+    let (c0, (s0, k0), t0) = (sum(), cpu()?, Instant::now());
     // For profiling the window alone (`perf record -p` once this line appears).
     eprintln!("  window: {:?} (child pid {pid})", plan.fan_window);
     tokio::time::sleep(plan.fan_window).await;
-    let (c1, s1, k1, dt) = (sum(), cpu_ns_of(None), cpu_ns_of(Some(pid)), t0.elapsed());
+    let (c1, (s1, k1), dt) = (sum(), cpu()?, t0.elapsed());
+    if let Some(status) = child.try_wait()? {
+        return Err(format!(
+            "the subscriber process (pid {pid}) exited during the counting window ({status})"
+        )
+        .into());
+    }
     let n = (c1 - c0) as f64;
-    FanPoint {
+    Ok(FanPoint {
         per_sec: n / dt.as_secs_f64(),
         cpu_per_m: (s1 - s0 + k1 - k0) / 1e9 / n * 1e6,
         server_cpu_per_m: (s1 - s0) / 1e9 / n * 1e6,
         lost: progress.lost.load(Ordering::Relaxed),
-    }
+    })
 }
 
 fn end_child(mut child: Child, reader: std::thread::JoinHandle<()>) {
@@ -211,8 +231,7 @@ pub async fn ours(
         .to_str()
         .ok_or("socket path is not UTF-8")?
         .to_owned();
-    let (child, progress, reader) = spawn_child("ours", &target, n, &service)?;
-    let pid = child.id();
+    let (mut child, progress, reader) = spawn_child("ours", &target, n, &service)?;
     let ready = wait_until("the child's subscribers", || {
         progress.ready.load(Ordering::Acquire) && srv.host.subscribers(&key) >= n
     })
@@ -228,12 +247,14 @@ pub async fn ours(
     };
     let publisher = crate::fanout::paced_publisher(srv, &key, n, &stop, slowest);
     publisher.until_primed().await;
-    let mut p = measure(&progress, pid, plan).await;
+    let measured = measure(&progress, &mut child, plan).await;
     stop.store(true, Ordering::Relaxed);
-    p.lost += publisher.task.await.unwrap_or(0);
+    let resets = publisher.task.await.unwrap_or(0);
     tokio::task::spawn_blocking(move || end_child(child, reader)).await?;
     // The child's exit closes every connection; the server drops them.
     srv.host.forget(&key);
+    let mut p = measured?;
+    p.lost += resets;
     Ok(p)
 }
 
@@ -269,9 +290,8 @@ pub async fn floor(
             writers
         })
     };
-    let (child, progress, reader) =
+    let (mut child, progress, reader) =
         spawn_child("floor", &addr.to_string(), n, &frame_len.to_string())?;
-    let pid = child.id();
     let ready = wait_until("the child's readers", || {
         progress.ready.load(Ordering::Acquire) && accepted.load(Ordering::Relaxed) >= n as u64
     })
@@ -302,13 +322,14 @@ pub async fn floor(
             }
         })
     };
-    let mut p = measure(&progress, pid, plan).await;
+    let measured = measure(&progress, &mut child, plan).await;
     stop.store(true, Ordering::Relaxed);
     producer.await?;
     for w in &writers {
         w.abort();
     }
     tokio::task::spawn_blocking(move || end_child(child, reader)).await?;
+    let mut p = measured?;
     p.lost += lost.load(Ordering::Relaxed);
     Ok(p)
 }

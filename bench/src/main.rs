@@ -9,8 +9,8 @@
 //! ```
 //!
 //! `cargo run --release --manifest-path bench/Cargo.toml -- session` (any word not starting
-//! with `--`, same as `BENCH_ONLY=session`) runs only the long-session benchmark (issue 12:
-//! CPU per streamed token and resident bytes of sessions holding 10, 1,000 and 100,000 items).
+//! with `--`, same as `BENCH_ONLY=session`) runs only the long-session benchmark (CPU per
+//! streamed token and resident bytes of sessions holding 10, 1,000 and 100,000 items).
 //!
 //! `BENCH_ONLY=ours,floor` keeps only implementations whose name contains one of the
 //! comma-separated words (for profiling one of them); memory and rebuild then run only if
@@ -23,8 +23,10 @@
 //!
 //! Every workload runs in rounds; within a round each implementation runs once, in an order
 //! that reverses every round, so load from elsewhere on the machine hits all alike. The table
-//! shows medians over rounds and ratios of medians. See BENCHMARKS.md, "Transport and fan-out
-//! (issue 7)".
+//! shows medians over rounds and ratios of medians; a figure whose section or implementation
+//! was not selected prints as "not measured". A `/proc` reading that fails, or a child that
+//! exits during a counting window, fails the run: it exits non-zero with one line saying
+//! what could not be read. See BENCHMARKS.md, "Transport and fan-out".
 
 // A benchmark prints its report, reads the wall clock with `std::time::Instant` and spawns
 // plain tokio tasks; the root `clippy.toml` rules for library code (TaskTracker spawns, glue
@@ -33,9 +35,12 @@
 
 mod fanout;
 mod fanscale;
+mod figure;
 mod grpc;
+mod jsonrpc;
 mod memory;
 mod ours;
+mod procfs;
 mod rebuild;
 mod scale;
 mod session;
@@ -43,11 +48,36 @@ mod unary;
 mod util;
 
 use std::collections::BTreeMap;
+use std::error::Error;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
-use util::{Plan, fmt_count, fmt_num, fmt_ratio, loadavg, median};
+use figure::{Goal, Measured, fmt_bytes, judge, judge_growth};
+use util::{Plan, fmt_count, fmt_num, fmt_ratio, median};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> ExitCode {
+    match run_main() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("baton-bench: {}", error_line(e.as_ref()));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `e` and its causes on one line, outermost first.
+fn error_line(e: &dyn Error) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        line.push_str(": ");
+        line.push_str(&c.to_string());
+        cause = c.source();
+    }
+    line
+}
+
+fn run_main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--mem-child") {
         let path = PathBuf::from(args.get(2).ok_or("--mem-child PATH N")?);
@@ -99,9 +129,11 @@ fn push(s: &mut Samples, metric: &str, imp: &str, v: f64) {
         .push(v);
 }
 
-fn med(s: &Samples, metric: &str, imp: &str) -> f64 {
+/// The median of a workload's samples for one implementation; not measured if it did not run.
+fn med(s: &Samples, metric: &str, imp: &str) -> Measured<f64> {
     s.get(&(metric.to_owned(), imp.to_owned()))
-        .map_or(f64::NAN, |v| median(v))
+        .map(|v| median(v))
+        .into()
 }
 
 /// The order of implementations in round `r` (reversed on odd rounds).
@@ -113,11 +145,11 @@ fn order<T: Clone>(items: &[T], r: usize) -> Vec<T> {
     v
 }
 
-async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
+async fn run(plan: Plan) -> Result<(), Box<dyn Error>> {
     let started = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let load_start = loadavg();
+    let load_start = procfs::loadavg()?;
     let dir = std::env::temp_dir().join(format!("baton-bench-{}", std::process::id()));
     let srv = ours::start(dir.clone()).await?;
     eprintln!(
@@ -161,7 +193,9 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
     };
 
     eprintln!("unary setup …");
-    let mut clients = unary::setup(&srv, &dir).await?;
+    // The one jsonrpsee server: the unary table's client and the fan-out's subscribers use it.
+    let json = jsonrpc::JsonServer::start().await?;
+    let mut clients = unary::setup(&srv, &json, &dir).await?;
     let names: Vec<&'static str> = clients.handles.iter().map(|(n, _)| *n).collect();
     let mut imps: Vec<&'static str> = names.clone();
     imps.extend(["floor unix", "floor tcp"]);
@@ -196,13 +230,13 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
                     let f = clients.floor_unix.1.take().expect("floor conn");
                     let (res, f) = unary::pipe_floor(f, &plan).await;
                     clients.floor_unix.1 = Some(f);
-                    res
+                    res?
                 }
                 "floor tcp" => {
                     let f = clients.floor_tcp.1.take().expect("floor conn");
                     let (res, f) = unary::pipe_floor(f, &plan).await;
                     clients.floor_tcp.1 = Some(f);
-                    res
+                    res?
                 }
                 _ => {
                     let h = &clients
@@ -211,7 +245,7 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
                         .find(|(n, _)| *n == imp)
                         .expect("imp")
                         .1;
-                    unary::pipe_handle(h, &plan).await
+                    unary::pipe_handle(h, &plan).await?
                 }
             };
             push(&mut s, "pipe rps", imp, res.rps);
@@ -258,10 +292,10 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
                 run_id += 1;
                 eprintln!("fan-out round {r}: {imp} × {n}");
                 let res = match imp {
-                    "ours" => fanout::ours(&srv, n, run_id, &plan).await,
-                    "ours raw" => fanout::ours_raw(&srv, n, run_id, &plan).await,
-                    "jsonrpsee" => fanout::jsonrpsee(n, run_id, &plan).await,
-                    _ => fanout::floor(n, frame_len, &plan).await,
+                    "ours" => fanout::ours(&srv, n, run_id, &plan).await?,
+                    "ours raw" => fanout::ours_raw(&srv, n, run_id, &plan).await?,
+                    "jsonrpsee" => fanout::jsonrpsee(&json, n, run_id, &plan).await?,
+                    _ => fanout::floor(n, frame_len, &plan).await?,
                 };
                 push(&mut s, &format!("fan {n} rate"), imp, res.per_sec);
                 push(&mut s, &format!("fan {n} cpu"), imp, res.cpu_per_m);
@@ -295,16 +329,16 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
 
     let long = if wanted("session") {
         eprintln!("long sessions …");
-        session::run(&dir, &plan).await?
+        Measured::Value(session::run(&dir, &plan).await?)
     } else {
-        session::SessionResult::default()
+        Measured::NotMeasured
     };
 
     let rb = if wanted("rebuild") {
         eprintln!("client rebuild …");
-        rebuild::run(&plan)
+        Measured::Value(rebuild::run(&plan))
     } else {
-        rebuild::RebuildResult::default()
+        Measured::NotMeasured
     };
 
     // ---- report ----
@@ -320,7 +354,7 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
     println!("- machine: {machine}");
     println!(
         "- started (unix time): {started}; /proc/loadavg at start: {load_start}; at end: {}",
-        loadavg()
+        procfs::loadavg()?
     );
     println!(
         "- rounds: {}; sequential {} round trips after {} warm-up; pipelined window {} for {:?} after {:?}; fan-out {:?} after {:?}\n",
@@ -352,7 +386,7 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
     ] {
         print!("| {label} |");
         for i in &imps {
-            print!(" {} |", fmt_num(med(&s, metric, i)));
+            print!(" {} |", med(&s, metric, i).num());
         }
         println!();
     }
@@ -360,36 +394,38 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
     println!("### Ratios and goals\n");
     println!("| ratio | value | goal | status |");
     println!("| --- | ---: | --- | --- |");
-    let goal = |v: f64, ge: bool, g: f64| {
-        if !v.is_finite() {
-            "–".to_owned()
-        } else if (ge && v >= g) || (!ge && v <= g) {
-            "met".to_owned()
-        } else if ge {
-            format!("missed ({:.0}% of goal)", v / g * 100.0)
-        } else {
-            format!("missed ({:.0}% over)", (v / g - 1.0) * 100.0)
-        }
-    };
-    let ratio = |m: &str, a: &str, b: &str| med(&s, m, a) / med(&s, m, b);
-    // (metric, ours, peer, goal column, goal to judge: at least (true) / at most (false) a value)
-    type Goal = (
+    let ratio = |m: &str, a: &str, b: &str| med(&s, m, a).ratio(med(&s, m, b));
+    // (metric, ours, peer, goal column, goal to judge)
+    type Row = (
         &'static str,
         &'static str,
         &'static str,
         &'static str,
-        Option<(bool, f64)>,
+        Option<Goal>,
     );
-    // Issue 13's goals first; issue 7's jsonrpsee goal and the floor shares stay as context.
-    let goals: [Goal; 11] = [
-        ("pipe rps", "ours tcp", "tarpc", "≥ 1.5×", Some((true, 1.5))),
-        ("pipe rps", "ours tcp", "tonic", "≥ 1.5×", Some((true, 1.5))),
+    // The goals against tarpc and tonic first; the jsonrpsee goal and the floor shares as
+    // context.
+    let rows: [Row; 11] = [
+        (
+            "pipe rps",
+            "ours tcp",
+            "tarpc",
+            "≥ 1.5×",
+            Some(Goal::AtLeast(1.5)),
+        ),
+        (
+            "pipe rps",
+            "ours tcp",
+            "tonic",
+            "≥ 1.5×",
+            Some(Goal::AtLeast(1.5)),
+        ),
         (
             "pipe rps",
             "ours tcp",
             "jsonrpsee",
-            "≥ 2× (issue 7)",
-            Some((true, 2.0)),
+            "≥ 2×",
+            Some(Goal::AtLeast(2.0)),
         ),
         ("pipe rps", "ours tcp", "floor tcp", "info", None),
         ("pipe rps", "ours unix", "floor unix", "info", None),
@@ -399,9 +435,15 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
             "ours tcp",
             "floor tcp",
             "≤ 1.1×",
-            Some((false, 1.1)),
+            Some(Goal::AtMost(1.1)),
         ),
-        ("seq p50", "ours tcp", "tarpc", "≤ 1×", Some((false, 1.0))),
+        (
+            "seq p50",
+            "ours tcp",
+            "tarpc",
+            "≤ 1×",
+            Some(Goal::AtMost(1.0)),
+        ),
         (
             "seq p50",
             "ours tcp",
@@ -424,21 +466,21 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
             None,
         ),
     ];
-    for (metric, a, b, g, judge) in goals {
+    for (metric, a, b, g, target) in rows {
         let v = ratio(metric, a, b);
         let name = if metric == "pipe rps" {
             "pipelined req/s"
         } else {
             "sequential p50"
         };
-        let st = judge.map_or_else(String::new, |(ge, target)| goal(v, ge, target));
-        println!("| {name}: {a} ÷ {b} | {} | {g} | {st} |", fmt_ratio(v));
+        let st = target.map_or_else(String::new, |t| judge(v, t));
+        println!("| {name}: {a} ÷ {b} | {} | {g} | {st} |", v.times());
     }
     let cpu = med(&s, "pipe cpu", "ours tcp");
     println!(
-        "| pipelined CPU µs / request (both ends), ours tcp | {} µs | ≤ 3 µs | {} |",
-        fmt_num(cpu),
-        goal(cpu, false, 3.0)
+        "| pipelined CPU µs / request (both ends), ours tcp | {} | ≤ 3 µs | {} |",
+        cpu.show(|v| format!("{} µs", fmt_num(v))),
+        judge(cpu, Goal::AtMost(3.0))
     );
     println!();
     if !scale_imps.is_empty() {
@@ -458,18 +500,21 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
         for &n in &plan.scale_levels {
             print!("| {} |", fmt_count(n));
             for i in &scale_imps {
-                print!(" {} |", fmt_num(med(&s, &format!("scale {n} cpu"), i)));
+                print!(" {} |", med(&s, &format!("scale {n} cpu"), i).num());
             }
             for i in &scale_imps {
-                print!(" {} |", fmt_num(med(&s, &format!("scale {n} rps"), i)));
+                print!(" {} |", med(&s, &format!("scale {n} rps"), i).num());
             }
             println!(
                 " {} |",
-                fmt_ratio(ratio(&format!("scale {n} cpu"), "ours tcp", "tarpc"))
+                ratio(&format!("scale {n} cpu"), "ours tcp", "tarpc").times()
             );
         }
         println!();
     }
+    // Resets / lagged of one implementation at one level; not measured if it did not run.
+    let lost_of =
+        |key: (usize, &str)| Measured::from(lost.get(&key).copied()).show(|v| v.to_string());
     println!(
         "### Subscription fan-out ({frame_len}-byte `service_update` frames with one `a` op; medians over rounds)\n"
     );
@@ -485,33 +530,33 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
         println!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}, {}, {}, {} |",
             n,
-            fmt_num(med(&s, &rate, "ours")),
-            fmt_num(med(&s, &rate, "ours raw")),
-            fmt_num(med(&s, &rate, "jsonrpsee")),
-            fmt_num(med(&s, &rate, "floor")),
-            fmt_num(med(&s, &cpu, "ours")),
-            fmt_num(med(&s, &cpu, "ours raw")),
-            fmt_num(med(&s, &cpu, "jsonrpsee")),
-            fmt_num(med(&s, &cpu, "floor")),
-            fmt_ratio(ratio(&rate, "ours", "jsonrpsee")),
-            fmt_ratio(ratio(&rate, "ours", "floor")),
-            fmt_ratio(ratio(&rate, "ours raw", "floor")),
-            lost.get(&(n, "ours")).copied().unwrap_or(0),
-            lost.get(&(n, "ours raw")).copied().unwrap_or(0),
-            lost.get(&(n, "jsonrpsee")).copied().unwrap_or(0),
-            lost.get(&(n, "floor")).copied().unwrap_or(0),
+            med(&s, &rate, "ours").num(),
+            med(&s, &rate, "ours raw").num(),
+            med(&s, &rate, "jsonrpsee").num(),
+            med(&s, &rate, "floor").num(),
+            med(&s, &cpu, "ours").num(),
+            med(&s, &cpu, "ours raw").num(),
+            med(&s, &cpu, "jsonrpsee").num(),
+            med(&s, &cpu, "floor").num(),
+            ratio(&rate, "ours", "jsonrpsee").times(),
+            ratio(&rate, "ours", "floor").times(),
+            ratio(&rate, "ours raw", "floor").times(),
+            lost_of((n, "ours")),
+            lost_of((n, "ours raw")),
+            lost_of((n, "jsonrpsee")),
+            lost_of((n, "floor")),
         );
     }
     if let Some(&top) = plan.fanout_levels.last() {
         let v = med(&s, &format!("fan {top} rate"), "ours");
         let raw = med(&s, &format!("fan {top} rate"), "ours raw");
         println!(
-            "\nGoal (issue 13): ≥ 3,000,000 deliveries/s at 1,000 `baton_client` subscribers — at {top}: {} ({}); issue 7's 1,000,000: {}; server side only (raw subscribers): {} ({})\n",
-            fmt_num(v),
-            goal(v, true, 3e6),
-            goal(v, true, 1e6),
-            fmt_num(raw),
-            goal(raw, true, 3e6)
+            "\nGoals: ≥ 3,000,000 deliveries/s at 1,000 `baton_client` subscribers, and ≥ 1,000,000 — at {top}: {} (3 M: {}; 1 M: {}); server side only (raw subscribers): {} (3 M: {})\n",
+            v.num(),
+            judge(v, Goal::AtLeast(3e6)),
+            judge(v, Goal::AtLeast(1e6)),
+            raw.num(),
+            judge(raw, Goal::AtLeast(3e6))
         );
     }
     if !fscale_imps.is_empty() {
@@ -531,80 +576,113 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
             println!(
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {}, {} |",
                 fmt_count(n),
-                fmt_num(med(&s, &rate, "ours")),
-                fmt_num(med(&s, &rate, "floor")),
-                fmt_num(med(&s, &cpu, "ours")),
-                fmt_num(med(&s, &srv_cpu, "ours")),
-                fmt_num(med(&s, &cpu, "floor")),
-                fmt_num(med(&s, &srv_cpu, "floor")),
-                fmt_ratio(ratio(&rate, "ours", "floor")),
-                lost.get(&(n + 1_000_000, "ours")).copied().unwrap_or(0),
-                lost.get(&(n + 1_000_000, "floor")).copied().unwrap_or(0),
+                med(&s, &rate, "ours").num(),
+                med(&s, &rate, "floor").num(),
+                med(&s, &cpu, "ours").num(),
+                med(&s, &srv_cpu, "ours").num(),
+                med(&s, &cpu, "floor").num(),
+                med(&s, &srv_cpu, "floor").num(),
+                ratio(&rate, "ours", "floor").times(),
+                lost_of((n + 1_000_000, "ours")),
+                lost_of((n + 1_000_000, "floor")),
             );
         }
         println!();
     }
+    print_memory(&mem);
+    println!();
+    print_rebuild(rb.as_ref());
+    println!();
+    print_sessions(long.as_ref());
+
+    let _ = srv.server.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// The memory table; every figure of a section that did not run prints as not measured.
+fn print_memory(mem: &memory::MemResult) {
+    const GOAL: f64 = 8_192.0;
     println!("### Memory (Unix sockets)\n");
     println!("| figure | value | goal | status |");
     println!("| --- | ---: | --- | --- |");
+    let idle = mem.idle.map(|i| i.all.per_item());
+    let marginal = mem.idle.map(|i| i.second_half.per_item());
+    let held = mem
+        .idle
+        .note(|i| format!("{} connections, ", fmt_count(i.all.count)));
+    let limit = mem.idle.note(|i| format!("; fd limit {}", i.fd_limit));
     println!(
-        "| server RSS per idle connection ({} connections, handshaken, peers in a child process; fd limit {}) | {} B ({:.1} KiB) | ≤ 8 KiB | {} |",
-        mem.connections,
-        mem.fd_limit,
-        fmt_num(mem.per_connection),
-        mem.per_connection / 1024.0,
-        goal(mem.per_connection, false, 8_192.0)
+        "| server RSS per idle connection ({held}handshaken, peers in a child process{limit}) | {} | ≤ 8 KiB | {} |",
+        fmt_bytes(idle),
+        judge_growth(idle, GOAL)
     );
     println!(
-        "| the same over the second half only (marginal cost of one more connection) | {} B ({:.1} KiB) | ≤ 8 KiB | {} |",
-        fmt_num(mem.per_connection_marginal),
-        mem.per_connection_marginal / 1024.0,
-        goal(mem.per_connection_marginal, false, 8_192.0)
+        "| the same over the second half only (marginal cost of one more connection) | {} | ≤ 8 KiB | {} |",
+        fmt_bytes(marginal),
+        judge_growth(marginal, GOAL)
     );
     println!(
-        "| projected server RSS for 100,000 idle connections (marginal × 100,000) | {:.0} MiB | info | |",
-        mem.per_connection_marginal * 100_000.0 / (1024.0 * 1024.0)
+        "| projected server RSS for 100,000 idle connections (marginal × 100,000) | {} | info | |",
+        marginal.show(|b| format!("{:.0} MiB", b * 100_000.0 / (1024.0 * 1024.0)))
     );
     println!(
-        "| RSS per connected `baton_client::Client` + its server connection (both ends, {} clients) | {} B ({:.1} KiB) | info | |",
-        plan.sub_clients,
-        fmt_num(mem.per_client_both_ends),
-        mem.per_client_both_ends / 1024.0
+        "| RSS per connected `baton_client::Client` + its server connection (both ends{}) | {} | info | |",
+        mem.clients
+            .note(|g| format!(", {} clients", fmt_count(g.count))),
+        fmt_bytes(mem.clients.map(memory::Growth::per_item))
     );
     println!(
-        "| RSS per subscription (client replica + server state, {} subscriptions) | {} B ({:.1} KiB) | info | |",
-        mem.subscriptions,
-        fmt_num(mem.per_subscription),
-        mem.per_subscription / 1024.0
+        "| RSS per subscription (client replica + server state{}) | {} | info | |",
+        mem.subscriptions
+            .note(|g| format!(", {} subscriptions", fmt_count(g.count))),
+        fmt_bytes(mem.subscriptions.map(memory::Growth::per_item))
     );
-    println!();
+}
+
+/// The client state rebuild table.
+fn print_rebuild(rb: Measured<&rebuild::RebuildResult>) {
     println!("### Client state rebuild\n");
     println!("| figure | value | goal | status |");
     println!("| --- | ---: | --- | --- |");
+    let ops =
+        |f: fn(&rebuild::RebuildResult) -> f64| rb.map(f).show(|v| format!("{} ops/s", fmt_num(v)));
     println!(
-        "| `Replica::apply_update`, one `a` op per update | {} ops/s | info | |",
-        fmt_num(rb.apply_ops_per_sec)
+        "| `Replica::apply_update`, one `a` op per update | {} | info | |",
+        ops(|r| r.apply_ops_per_sec)
     );
     println!(
-        "| frame → `decode_payload` → `StateDecoder` → `apply_update` (through a `Value`) | {} ops/s | info | |",
-        fmt_num(rb.frame_ops_per_sec)
+        "| frame → `decode_payload` → `StateDecoder` → `apply_update` (through a `Value`) | {} | info | |",
+        ops(|r| r.frame_ops_per_sec)
     );
     println!(
-        "| frame → `decode_server_frame` → `decode_update_cbor` → `apply_update_ref` (the client's path) | {} ops/s ({} the `Value` path) | info | |",
-        fmt_num(rb.client_ops_per_sec),
-        fmt_ratio(rb.client_ops_per_sec / rb.frame_ops_per_sec)
+        "| frame → `decode_server_frame` → `decode_update_cbor` → `apply_update_ref` (the client's path) | {} | info | |",
+        rb.show(|r| format!(
+            "{} ops/s ({} the `Value` path)",
+            fmt_num(r.client_ops_per_sec),
+            fmt_ratio(r.client_ops_per_sec / r.frame_ops_per_sec)
+        ))
     );
-    let wire_ratio = rb.snapshot_bytes as f64 / rb.append_bytes as f64;
+    let wire_ratio = rb.map(|r| r.snapshot_bytes as f64 / r.append_bytes as f64);
     println!(
-        "| {}-token reply: append frames vs whole-state frames | {} B vs {} B = {} fewer | ≥ 20× | {} |",
-        rb.tokens,
-        fmt_num(rb.append_bytes as f64),
-        fmt_num(rb.snapshot_bytes as f64),
-        fmt_ratio(wire_ratio),
-        goal(wire_ratio, true, 20.0)
+        "| streamed reply{}: append frames vs whole-state frames | {} | ≥ 20× | {} |",
+        rb.note(|r| format!(" of {} tokens", fmt_count(r.tokens))),
+        rb.show(|r| format!(
+            "{} B vs {} B = {} fewer",
+            fmt_num(r.append_bytes as f64),
+            fmt_num(r.snapshot_bytes as f64),
+            fmt_ratio(r.snapshot_bytes as f64 / r.append_bytes as f64)
+        )),
+        judge(wire_ratio, Goal::AtLeast(20.0))
     );
+}
 
-    println!();
+/// The long-session table and its goals.
+fn print_sessions(long: Measured<&session::SessionResult>) {
+    let Measured::Value(long) = long else {
+        println!("### Long sessions\n\n{}", figure::NOT_MEASURED);
+        return;
+    };
     println!(
         "### Long sessions (streamed replies of {} and {} tokens, {} replies each; one subscriber)\n",
         long.tokens.0, long.tokens.1, long.replies
@@ -633,27 +711,23 @@ async fn run(plan: Plan) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     if let (Some(first), Some(last)) = (long.rows.first(), long.rows.last()) {
-        let v = last.ns_per_token / first.ns_per_token;
+        let v = Measured::Value(last.ns_per_token / first.ns_per_token);
         println!(
             "\nGoal: CPU per streamed token at {} items ≤ 1.2× the {}-item figure — {} ({})",
             fmt_num(last.items as f64),
             first.items,
-            fmt_ratio(v),
-            goal(v, false, 1.2)
+            v.times(),
+            judge(v, Goal::AtMost(1.2))
         );
-        let c = last.us_to_call / first.us_to_call;
+        let c = Measured::Value(last.us_to_call / first.us_to_call);
         println!(
             "Goal: CPU from prompt to model call at {} items ≤ 1.2× the {}-item figure — {} ({})",
             fmt_num(last.items as f64),
             first.items,
-            fmt_ratio(c),
-            goal(c, false, 1.2)
+            c.times(),
+            judge(c, Goal::AtMost(1.2))
         );
     }
-
-    let _ = srv.server.close().await;
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(())
 }
 
 /// `nproc`, CPU model and kernel, for the report.
@@ -670,4 +744,23 @@ fn machine() -> String {
         .unwrap_or_default();
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     format!("{cpus} CPUs, {model}, Linux {}", kernel.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_reading_is_one_line_naming_the_file_and_the_cause() {
+        let e = procfs::rss_bytes(procfs::Process::Other(u32::MAX)).expect_err("no such pid");
+        let line = error_line(&e);
+        assert_eq!(
+            line,
+            format!(
+                "cannot read /proc/{}/status: No such file or directory (os error 2)",
+                u32::MAX
+            )
+        );
+        assert!(!line.contains('\n'));
+    }
 }

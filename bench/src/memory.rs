@@ -12,6 +12,9 @@
 //! Subscriptions: `sub_clients` baton clients in this process, `subs_per_client` subscriptions
 //! each to `bench.static`; the RSS growth while subscribing is client replica + server
 //! encoder/subscription state, both ends together.
+//!
+//! Every growth is signed: RSS that falls while things are added is reported as it is (and
+//! judged against no goal), not as 0. A `/proc` reading that fails fails the run.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -23,29 +26,63 @@ use baton_client::{Client, ClientConfig, Endpoint};
 use baton_protocol::chord::ServiceMode;
 use baton_protocol::{ClientMessage, encode_frame};
 
+use crate::figure::Measured;
 use crate::ours::OursServer;
-use crate::util::{Plan, rss_bytes};
+use crate::procfs::{self, ProcError, Process};
+use crate::util::Plan;
 
 /// Fds left unused below the limit (the runtime, listeners and the child's own stdio).
 pub const FD_MARGIN: u64 = 64;
 
-/// Memory figures.
-#[derive(Debug, Clone, Default)]
-pub struct MemResult {
-    /// Idle connections held.
-    pub connections: usize,
-    /// Server RSS growth per idle connection, bytes.
-    pub per_connection: f64,
-    /// Server RSS growth per idle connection over the second half only, bytes.
-    pub per_connection_marginal: f64,
+/// The RSS growth (signed: RSS can fall) while `count` things were added.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Growth {
+    /// `VmRSS` after less `VmRSS` before, bytes.
+    pub bytes: i64,
+    /// Things added.
+    pub count: usize,
+}
+
+impl Growth {
+    /// The growth from `before` to `after` bytes over `count` things.
+    pub fn between(before: u64, after: u64, count: usize) -> Self {
+        let signed = |b: u64| i64::try_from(b).unwrap_or(i64::MAX);
+        Self {
+            bytes: signed(after) - signed(before),
+            count,
+        }
+    }
+
+    /// Bytes per thing (negative if RSS fell).
+    pub fn per_item(self) -> f64 {
+        self.bytes as f64 / self.count as f64
+    }
+}
+
+/// The idle-connection figures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IdleMemory {
     /// The fd limit in force (soft, after raising it to the hard limit).
     pub fd_limit: u64,
-    /// Subscriptions held.
-    pub subscriptions: usize,
-    /// RSS growth per subscription (client + server), bytes.
-    pub per_subscription: f64,
-    /// RSS growth per connected baton client (client + server ends), bytes.
-    pub per_client_both_ends: f64,
+    /// Server RSS growth over every idle connection.
+    pub all: Growth,
+    /// Server RSS growth over the second half only (the marginal cost of one more).
+    pub second_half: Growth,
+}
+
+/// Memory figures; [`MemResult::default`] is "not measured" throughout.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MemResult {
+    /// Idle connections: not measured when the fd limit leaves room for fewer than two.
+    pub idle: Measured<IdleMemory>,
+    /// RSS growth over the connected baton clients (client and server ends).
+    pub clients: Measured<Growth>,
+    /// RSS growth over the subscriptions (client replica + server state).
+    pub subscriptions: Measured<Growth>,
+}
+
+fn rss() -> Result<u64, ProcError> {
+    procfs::rss_bytes(Process::This)
 }
 
 /// Child process body: `n / 2` raw handshaken connections, "half" on stdout, wait for a line
@@ -82,26 +119,37 @@ async fn settle() {
 
 /// Runs both memory measurements (call first, before other workloads grow the heap).
 pub async fn run(srv: &OursServer, plan: &Plan) -> Result<MemResult, Box<dyn std::error::Error>> {
-    // Idle connections, server side only: as many as the fd limit leaves room for.
-    let mut r = MemResult {
-        fd_limit: crate::util::raise_fd_limit(),
-        ..MemResult::default()
-    };
-    let room = r
-        .fd_limit
-        .saturating_sub(crate::util::open_fds() + FD_MARGIN);
+    let idle = idle(srv, plan).await?;
+    let (clients, subscriptions) = subscriptions(srv, plan).await?;
+    Ok(MemResult {
+        idle,
+        clients: Measured::Value(clients),
+        subscriptions: Measured::Value(subscriptions),
+    })
+}
+
+/// Idle connections, server side only: as many as the fd limit leaves room for.
+async fn idle(
+    srv: &OursServer,
+    plan: &Plan,
+) -> Result<Measured<IdleMemory>, Box<dyn std::error::Error>> {
+    let fd_limit = crate::util::raise_fd_limit();
+    let room = fd_limit.saturating_sub(procfs::open_fds()? + FD_MARGIN);
     let n = plan
         .idle_connections
         .min(usize::try_from(room).unwrap_or(usize::MAX));
-    if n < plan.idle_connections && !plan.quick {
+    if n < 2 {
         eprintln!(
-            "memory: {n} idle connections (the fd limit {} allows no more)",
-            r.fd_limit
+            "memory: idle connections not measured (the fd limit {fd_limit} leaves room for {n})"
         );
+        return Ok(Measured::NotMeasured);
+    }
+    if n < plan.idle_connections && !plan.quick {
+        eprintln!("memory: {n} idle connections (the fd limit {fd_limit} allows no more)");
     }
     let base_conns = srv.server.connection_count();
     settle().await;
-    let before = rss_bytes();
+    let before = rss()?;
     let mut child = Command::new(std::env::current_exe()?)
         .arg("--mem-child")
         .arg(&srv.unix)
@@ -125,7 +173,7 @@ pub async fn run(srv: &OursServer, plan: &Plan) -> Result<MemResult, Box<dyn std
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     settle().await;
-    let half = rss_bytes();
+    let half = rss()?;
     stdin.write_all(b"go\n")?;
     stdin.flush()?;
     let line = tokio::task::spawn_blocking(move || {
@@ -141,26 +189,34 @@ pub async fn run(srv: &OursServer, plan: &Plan) -> Result<MemResult, Box<dyn std
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     settle().await;
-    let after = rss_bytes();
-    r.connections = srv.server.connection_count() - base_conns;
-    r.per_connection = (after.saturating_sub(before)) as f64 / r.connections as f64;
-    r.per_connection_marginal =
-        after.saturating_sub(half) as f64 / (r.connections - n / 2).max(1) as f64;
+    let after = rss()?;
+    let connections = srv.server.connection_count() - base_conns;
+    let figures = IdleMemory {
+        fd_limit,
+        all: Growth::between(before, after, connections),
+        second_half: Growth::between(half, after, connections - n / 2),
+    };
     drop(stdin);
     let _ = tokio::task::spawn_blocking(move || child.wait()).await?;
     while srv.server.connection_count() > base_conns {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    Ok(Measured::Value(figures))
+}
 
-    // Subscriptions (both ends in this process).
+/// The growth over the clients and over their subscriptions, both ends in this process.
+async fn subscriptions(
+    srv: &OursServer,
+    plan: &Plan,
+) -> Result<(Growth, Growth), Box<dyn std::error::Error>> {
     settle().await;
-    let before_clients = rss_bytes();
+    let before_clients = rss()?;
     let mut clients = Vec::with_capacity(plan.sub_clients);
     for _ in 0..plan.sub_clients {
         clients.push(Client::connect(ClientConfig::new(Endpoint::Unix(srv.unix.clone()))).await?);
     }
     settle().await;
-    let before_subs = rss_bytes();
+    let before_subs = rss()?;
     let mut subs = Vec::with_capacity(plan.sub_clients * plan.subs_per_client);
     for c in &clients {
         for _ in 0..plan.subs_per_client {
@@ -168,14 +224,39 @@ pub async fn run(srv: &OursServer, plan: &Plan) -> Result<MemResult, Box<dyn std
         }
     }
     settle().await;
-    let after_subs = rss_bytes();
-    r.per_client_both_ends =
-        before_subs.saturating_sub(before_clients) as f64 / plan.sub_clients as f64;
-    r.subscriptions = subs.len();
-    r.per_subscription = after_subs.saturating_sub(before_subs) as f64 / subs.len() as f64;
+    let after_subs = rss()?;
+    let r = (
+        Growth::between(before_clients, before_subs, clients.len()),
+        Growth::between(before_subs, after_subs, subs.len()),
+    );
     drop(subs);
     for c in &clients {
         c.close().await;
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_rss_drop_is_a_negative_growth_not_zero() {
+        let g = Growth::between(10_000, 6_000, 2);
+        assert_eq!(g.bytes, -4_000);
+        assert_eq!(g.per_item(), -2_000.0);
+    }
+
+    #[test]
+    fn growth_per_item() {
+        assert_eq!(Growth::between(4_096, 12_288, 4).per_item(), 2_048.0);
+    }
+
+    #[test]
+    fn a_memory_section_that_did_not_run_is_not_measured() {
+        let r = MemResult::default();
+        assert_eq!(r.idle, Measured::NotMeasured);
+        assert_eq!(r.clients, Measured::NotMeasured);
+        assert_eq!(r.subscriptions, Measured::NotMeasured);
+    }
 }

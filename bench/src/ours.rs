@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use baton_protocol::chord::{Op, PathSegment};
 use baton_protocol::{Map, Value};
@@ -18,6 +18,7 @@ use baton_server::{
     ServerHost, ServiceError, ServiceScope, SessionHandle, SessionMetadata, SharedUpdate,
     TlsConfig,
 };
+use parking_lot::Mutex;
 
 /// The token every streamed update appends (4 bytes, like an average LLM token).
 pub const TOKEN: &str = "tok ";
@@ -64,7 +65,7 @@ pub fn append_update(sequence: u64, token: &str) -> ProviderUpdate {
 }
 
 /// `BENCH_PUBLISH_EACH=1`: publish update by update with `publish_shared` (one lock and
-/// wake per subscriber per update, the pre-batch path) instead of `publish_shared_many`.
+/// wake per subscriber per update) instead of in batches with `publish_shared_many`.
 fn publish_each() -> bool {
     static EACH: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *EACH.get_or_init(|| std::env::var("BENCH_PUBLISH_EACH").is_ok_and(|v| v == "1"))
@@ -86,17 +87,13 @@ pub struct BenchHost {
 }
 
 impl BenchHost {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Stream>> {
-        self.streams.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Publishes `n` tokens to every subscriber of `bench.stream.<key>`; each update is
     /// encoded once per distinct encoder state, and each subscriber gets the `n` updates as
     /// one batch (`publish_shared_many`: one lock and one writer wake per subscriber per
     /// batch). Returns the outcomes and the stream's sequence afterwards.
     pub fn publish(&self, key: &str, n: usize) -> (PublishCounts, u64) {
         let service_id = format!("bench.stream.{key}");
-        let mut streams = self.lock();
+        let mut streams = self.streams.lock();
         let stream = streams.entry(service_id.clone()).or_default();
         let mut counts = PublishCounts::default();
         let mut updates = Vec::with_capacity(n);
@@ -135,14 +132,15 @@ impl BenchHost {
 
     /// Current subscriber count of `bench.stream.<key>`.
     pub fn subscribers(&self, key: &str) -> usize {
-        self.lock()
+        self.streams
+            .lock()
             .get(&format!("bench.stream.{key}"))
             .map_or(0, |s| s.subscribers.len())
     }
 
     /// Forgets `bench.stream.<key>` (its text and subscribers).
     pub fn forget(&self, key: &str) {
-        self.lock().remove(&format!("bench.stream.{key}"));
+        self.streams.lock().remove(&format!("bench.stream.{key}"));
     }
 
     fn control(&self, call: &ServiceCall, publisher: Publisher) -> CallResult {
@@ -152,7 +150,7 @@ impl BenchHost {
                 service_id,
                 ..
             }) if service_id.starts_with("bench.stream.") => {
-                let mut streams = self.lock();
+                let mut streams = self.streams.lock();
                 let stream = streams.entry(service_id.clone()).or_default();
                 stream.subscribers.push((publisher, subscription_id));
                 Ok(Some(stream.snapshot(&service_id).to_value()))
@@ -164,7 +162,7 @@ impl BenchHost {
                 Err(RemoteServiceError::unknown_service(&service_id).into())
             }
             Some(ControlCall::Unsubscribe { subscription_id }) => {
-                for s in self.lock().values_mut() {
+                for s in self.streams.lock().values_mut() {
                     s.subscribers.retain(|(_, id)| *id != subscription_id);
                 }
                 Ok(None)

@@ -1,4 +1,4 @@
-//! Connection scale curve (issue 13): CPU per request with 1, 10, 100 and 1,000 concurrent
+//! Connection scale curve: CPU per request with 1, 10, 100 and 1,000 concurrent
 //! TCP connections, each pipelining [`SCALE_WINDOW`] unary calls, for ours, tarpc, tonic and
 //! the floor. Clients and servers share this process and its 2 worker threads, so the CPU
 //! (every thread's `schedstat`) covers both ends, as in the one-connection table; each
@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::procfs::{self, ProcError, Process};
 use crate::unary::{self, Addrs, Handle};
-use crate::util::{Plan, cpu_ns_of};
+use crate::util::Plan;
 
 /// Calls kept in flight on each connection of the curve (the one-connection table uses 64;
 /// at 1,000 connections 8 each is already 8,000 outstanding).
@@ -47,7 +48,7 @@ pub async fn run(
         for t in tasks {
             drop(t.await?);
         }
-        return Ok(p);
+        return Ok(p?);
     }
     let mut handles = Vec::with_capacity(n);
     for _ in 0..n {
@@ -72,22 +73,27 @@ pub async fn run(
     }
     // Let the servers see the closes before the next point.
     tokio::time::sleep(Duration::from_millis(50)).await;
-    Ok(p)
+    Ok(p?)
 }
 
-async fn measure(count: &AtomicU64, stop: &AtomicBool, plan: &Plan) -> ScalePoint {
+/// Counts completions over the plan's warm-up + window; then sets `stop` (also when a CPU
+/// reading fails, so the work ends either way).
+async fn measure(
+    count: &AtomicU64,
+    stop: &AtomicBool,
+    plan: &Plan,
+) -> Result<ScalePoint, ProcError> {
     tokio::time::sleep(plan.pipe_warmup).await;
-    let (c0, cpu0, t0) = (
-        count.load(Ordering::Relaxed),
-        cpu_ns_of(None),
-        Instant::now(),
-    );
+    let first = procfs::cpu_ns(Process::This);
+    let (c0, t0) = (count.load(Ordering::Relaxed), Instant::now());
     tokio::time::sleep(plan.scale_window).await;
-    let (c1, cpu1, dt) = (count.load(Ordering::Relaxed), cpu_ns_of(None), t0.elapsed());
+    let (c1, dt) = (count.load(Ordering::Relaxed), t0.elapsed());
+    let last = procfs::cpu_ns(Process::This);
     stop.store(true, Ordering::Relaxed);
+    let (cpu0, cpu1) = (first?, last?);
     let k = (c1 - c0) as f64;
-    ScalePoint {
+    Ok(ScalePoint {
         rps: k / dt.as_secs_f64(),
         cpu_us: (cpu1 - cpu0) / 1e3 / k,
-    }
+    })
 }

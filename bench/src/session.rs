@@ -1,4 +1,4 @@
-//! Long sessions (issue 12): CPU per streamed token, CPU per model call and resident bytes
+//! Long sessions: CPU per streamed token, CPU per model call and resident bytes
 //! of `baton-host` sessions holding 10, 1,000 and 100,000 transcript items.
 //!
 //! Each session's history is imported through the runtime (`SessionRuntime::import_history`, one
@@ -21,8 +21,8 @@
 //! `Vec<AgentMessage>` ("one copy").
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 use baton_client::{Client, ClientConfig, Endpoint};
 use baton_host::BoxFuture;
@@ -38,9 +38,12 @@ use baton_host::session::{FsyncPolicy, HostConfig, SessionManager};
 use baton_protocol::chord::{ServiceCall, ServiceMode};
 use baton_protocol::{ServerId, Value};
 use baton_server::{Listener, Server, ServerConfig};
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::util::{Plan, median, rss_bytes};
+use crate::memory::Growth;
+use crate::procfs::{self, ProcError, Process};
+use crate::util::{Plan, median};
 
 /// Figures for one transcript size.
 #[derive(Debug, Clone, Default)]
@@ -55,9 +58,9 @@ pub struct SessionFigures {
     pub us_to_call: f64,
     /// CPU per token of the long replies, all costs included, ns.
     pub ns_per_token_all_in: f64,
-    /// RSS growth for the session (built, opened, attached, subscribed), bytes.
+    /// RSS growth for the session (built, opened, attached, subscribed), bytes (signed).
     pub session_bytes: f64,
-    /// RSS growth for one plain copy of its messages, bytes.
+    /// RSS growth for one plain copy of its messages, bytes (signed).
     pub one_copy_bytes: f64,
 }
 
@@ -135,7 +138,8 @@ async fn one(
     std::fs::create_dir_all(dir)?;
     let reply_tokens = Arc::new(AtomicUsize::new(tokens.0));
     let streamed: Arc<Mutex<Vec<f64>>> = Arc::default();
-    let calls = Arc::new(CallTimer::default());
+    let clock = Arc::new(CpuClock::default());
+    let calls = Arc::new(CallTimer::new(Arc::clone(&clock)));
     let mut models = ModelRegistry::scripted(ScriptedConfig::default());
     models.register(
         ModelInfo {
@@ -147,6 +151,7 @@ async fn one(
             tokens: Arc::clone(&reply_tokens),
             streamed: Arc::clone(&streamed),
             calls: Arc::clone(&calls),
+            clock: Arc::clone(&clock),
         }),
     );
     let mut config = HostConfig::new(dir.join("sessions"));
@@ -166,9 +171,10 @@ async fn one(
         .to_path_buf();
 
     // One copy of the messages, kept alive while the session is measured.
-    let rss0 = rss_bytes();
+    let rss = || procfs::rss_bytes(Process::This);
+    let rss0 = rss()?;
     let reference = conversation(items);
-    let rss1 = rss_bytes();
+    let rss1 = rss()?;
 
     let client = Client::connect(ClientConfig::new(Endpoint::Unix(socket))).await?;
     let created = client
@@ -196,7 +202,7 @@ async fn one(
     let sub = session
         .subscribe("pi.session", ServiceMode::Singleton)
         .await?;
-    let rss2 = rss_bytes();
+    let rss2 = rss()?;
 
     let prompt = || {
         calls.prompted();
@@ -207,21 +213,23 @@ async fn one(
     let mut cpu = [0.0f64; 2];
     for (slot, t) in [tokens.0, tokens.1].into_iter().enumerate() {
         reply_tokens.store(t, Ordering::Relaxed);
-        let before = cpu_ns();
+        let before = procfs::cpu_ns(Process::This)?;
         for _ in 0..replies {
             prompt().await?;
         }
-        cpu[slot] = (cpu_ns() - before) / replies as f64;
+        cpu[slot] = (procfs::cpu_ns(Process::This)? - before) / replies as f64;
     }
     drop(sub);
+    // A reading the provider or the timer could not take fails the run here.
+    clock.check()?;
     // Per token: the median, over the long replies, of the CPU spent while the reply
     // streamed (first token to done), divided by its tokens.
-    let samples = std::mem::take(&mut *streamed.lock().map_err(|_| "poisoned")?);
+    let samples = std::mem::take(&mut *streamed.lock());
     let long: Vec<f64> = samples[samples.len().saturating_sub(replies)..].to_vec();
     let per_token = median(&long);
     // Per call: what a reply costs beyond its streaming.
     let per_call = cpu[1] - per_token * tokens.1 as f64;
-    let to_call = std::mem::take(&mut *calls.samples.lock().map_err(|_| "poisoned")?);
+    let to_call = std::mem::take(&mut *calls.samples.lock());
     let to_call = median(to_call.get(1..).unwrap_or_default()); // without the warm-up prompt
     drop(reference);
     client.close().await;
@@ -234,42 +242,61 @@ async fn one(
         us_per_call: per_call / 1e3,
         us_to_call: to_call / 1e3,
         ns_per_token_all_in: cpu[1] / tokens.1 as f64,
-        session_bytes: rss2.saturating_sub(rss1) as f64,
-        one_copy_bytes: rss1.saturating_sub(rss0) as f64,
+        session_bytes: Growth::between(rss1, rss2, 1).per_item(),
+        one_copy_bytes: Growth::between(rss0, rss1, 1).per_item(),
     })
 }
 
-/// CPU nanoseconds of every live thread of this process (`/proc/self/task/*/schedstat`).
-fn cpu_ns() -> f64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
-    };
-    tasks
-        .filter_map(Result::ok)
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .sum()
+/// [`procfs::cpu_ns`] of this process for code that cannot return its error (the provider's
+/// stream, the call timer): a failed reading reads as NaN here and is kept, and
+/// [`Self::check`] returns it, failing the run.
+#[derive(Debug, Default)]
+struct CpuClock {
+    failed: Mutex<Option<ProcError>>,
+}
+
+impl CpuClock {
+    /// CPU nanoseconds of every live thread of this process, or NaN (the error kept).
+    fn now(&self) -> f64 {
+        procfs::cpu_ns(Process::This).unwrap_or_else(|e| {
+            self.failed.lock().get_or_insert(e);
+            f64::NAN
+        })
+    }
+
+    /// The first reading that failed, if any.
+    fn check(&self) -> Result<(), ProcError> {
+        self.failed.lock().take().map_or(Ok(()), Err)
+    }
 }
 
 /// CPU from a prompt's send to its model call.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct CallTimer {
-    /// `cpu_ns()` when the last prompt was sent (`f64` bits).
+    clock: Arc<CpuClock>,
+    /// The clock when the last prompt was sent (`f64` bits).
     sent: AtomicU64,
     /// One sample per model call, ns.
     samples: Mutex<Vec<f64>>,
 }
 
 impl CallTimer {
+    fn new(clock: Arc<CpuClock>) -> Self {
+        Self {
+            clock,
+            sent: AtomicU64::new(0),
+            samples: Mutex::default(),
+        }
+    }
+
     fn prompted(&self) {
-        self.sent.store(cpu_ns().to_bits(), Ordering::Relaxed);
+        self.sent
+            .store(self.clock.now().to_bits(), Ordering::Relaxed);
     }
 
     fn called(&self) {
-        let spent = cpu_ns() - f64::from_bits(self.sent.load(Ordering::Relaxed));
-        if let Ok(mut s) = self.samples.lock() {
-            s.push(spent);
-        }
+        let spent = self.clock.now() - f64::from_bits(self.sent.load(Ordering::Relaxed));
+        self.samples.lock().push(spent);
     }
 }
 
@@ -280,6 +307,7 @@ struct BenchProvider {
     tokens: Arc<AtomicUsize>,
     streamed: Arc<Mutex<Vec<f64>>>,
     calls: Arc<CallTimer>,
+    clock: Arc<CpuClock>,
 }
 
 impl Provider for BenchProvider {
@@ -302,6 +330,7 @@ impl Provider for BenchProvider {
             done: false,
             started: None,
             streamed: Arc::clone(&self.streamed),
+            clock: Arc::clone(&self.clock),
         })
     }
 }
@@ -312,13 +341,14 @@ struct BenchStream {
     done: bool,
     started: Option<f64>,
     streamed: Arc<Mutex<Vec<f64>>>,
+    clock: Arc<CpuClock>,
 }
 
 impl ProviderStream for BenchStream {
     fn next(&mut self) -> BoxFuture<'_, Option<ProviderEvent>> {
         Box::pin(async move {
             if self.started.is_none() {
-                self.started = Some(cpu_ns());
+                self.started = Some(self.clock.now());
             }
             if self.left > 0 {
                 self.left -= 1;
@@ -330,8 +360,9 @@ impl ProviderStream for BenchStream {
                 return None;
             }
             self.done = true;
-            if let (Some(start), Ok(mut s)) = (self.started, self.streamed.lock()) {
-                s.push((cpu_ns() - start) / self.tokens.max(1) as f64);
+            if let Some(start) = self.started {
+                let spent = self.clock.now() - start;
+                self.streamed.lock().push(spent / self.tokens.max(1) as f64);
             }
             Some(ProviderEvent::Done {
                 stop_reason: StopReason::Stop,

@@ -23,8 +23,10 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 use crate::grpc::{EchoRequest as GrpcEchoRequest, GrpcClient};
+use crate::jsonrpc::JsonServer;
 use crate::ours::OursServer;
-use crate::util::{Plan, cpu_secs, quantile};
+use crate::procfs::{self, ProcError, Process};
+use crate::util::{Plan, quantile};
 
 /// The 64-byte payload (a 64-character string for the string-typed peers).
 pub const PAYLOAD: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -196,8 +198,13 @@ async fn floor_serve<S: AsyncRead + AsyncWrite + Unpin>(s: S) {
     let _ = sink.send_all(&mut echoes).await;
 }
 
-/// Starts the floor servers (TCP, Unix), tarpc and jsonrpsee; connects every client.
-pub async fn setup(ours: &OursServer, dir: &Path) -> Result<Clients, Box<dyn std::error::Error>> {
+/// Starts the floor servers (TCP, Unix), tarpc and tonic; connects every client (to `ours`
+/// and `json` too).
+pub async fn setup(
+    ours: &OursServer,
+    json: &JsonServer,
+    dir: &Path,
+) -> Result<Clients, Box<dyn std::error::Error>> {
     // Floor, TCP.
     let floor_l = TcpListener::bind("127.0.0.1:0").await?;
     let floor_addr = floor_l.local_addr()?;
@@ -230,7 +237,6 @@ pub async fn setup(ours: &OursServer, dir: &Path) -> Result<Clients, Box<dyn std
             }));
         }
     });
-    let json_addr = start_jsonrpsee().await?;
     let tonic_addr = crate::grpc::start()?;
 
     let ours_call = ours_call();
@@ -265,7 +271,7 @@ pub async fn setup(ours: &OursServer, dir: &Path) -> Result<Clients, Box<dyn std
     handles.push(("tonic", connect_tonic(tonic_addr).await?));
     let jc = WsClientBuilder::default()
         .set_tcp_no_delay(true)
-        .build(format!("ws://{json_addr}"))
+        .build(format!("ws://{}", json.addr()))
         .await?;
     handles.push(("jsonrpsee", Handle::Json(Arc::new(jc))));
 
@@ -288,31 +294,6 @@ pub async fn setup(ours: &OursServer, dir: &Path) -> Result<Clients, Box<dyn std
         },
     })
 }
-
-/// The jsonrpsee server: `echo` (string) and the fan-out subscription `sub`/`unsub`
-/// (see `fanout.rs`). Returns its address.
-async fn start_jsonrpsee() -> Result<SocketAddr, Box<dyn std::error::Error>> {
-    let config = jsonrpsee::server::ServerConfig::builder()
-        .set_tcp_no_delay(true)
-        .max_connections(20_000)
-        .build();
-    let server = jsonrpsee::server::Server::builder()
-        .set_config(config)
-        .build("127.0.0.1:0")
-        .await?;
-    let addr = server.local_addr()?;
-    let mut module = jsonrpsee::RpcModule::new(());
-    module.register_method("echo", |params, _, _| params.one::<String>())?;
-    crate::fanout::register_json_subscription(&mut module)?;
-    let handle = server.start(module);
-    // Runs for the life of the process.
-    std::mem::forget(handle);
-    JSON_ADDR.set(addr).ok();
-    Ok(addr)
-}
-
-/// The jsonrpsee address (the fan-out benchmark connects its own clients).
-pub static JSON_ADDR: std::sync::OnceLock<SocketAddr> = std::sync::OnceLock::new();
 
 /// Sequential round trips with a peer handle.
 pub async fn seq_handle(h: &Handle, plan: &Plan) -> SeqResult {
@@ -359,22 +340,30 @@ fn summarize(mut lat: Vec<f64>) -> SeqResult {
     }
 }
 
-/// Counts completions of running work over the plan's warm-up + window; then sets `stop`.
-async fn window(count: &AtomicU64, stop: &AtomicBool, plan: &Plan) -> PipeResult {
+/// Counts completions of running work over the plan's warm-up + window; then sets `stop`
+/// (also when a CPU reading fails, so the work ends either way).
+async fn window(
+    count: &AtomicU64,
+    stop: &AtomicBool,
+    plan: &Plan,
+) -> Result<PipeResult, ProcError> {
     tokio::time::sleep(plan.pipe_warmup).await;
-    let (c0, cpu0, t0) = (count.load(Ordering::Relaxed), cpu_secs(), Instant::now());
+    let first = procfs::cpu_secs(Process::This);
+    let (c0, t0) = (count.load(Ordering::Relaxed), Instant::now());
     tokio::time::sleep(plan.pipe_window).await;
-    let (c1, cpu1, dt) = (count.load(Ordering::Relaxed), cpu_secs(), t0.elapsed());
+    let (c1, dt) = (count.load(Ordering::Relaxed), t0.elapsed());
+    let last = procfs::cpu_secs(Process::This);
     stop.store(true, Ordering::Relaxed);
+    let (cpu0, cpu1) = (first?, last?);
     let n = (c1 - c0) as f64;
-    PipeResult {
+    Ok(PipeResult {
         rps: n / dt.as_secs_f64(),
         cpu_us: (cpu1 - cpu0) / n * 1e6,
-    }
+    })
 }
 
 /// Pipelined: `plan.window` call loops joined in one task on the one connection.
-pub async fn pipe_handle(h: &Handle, plan: &Plan) -> PipeResult {
+pub async fn pipe_handle(h: &Handle, plan: &Plan) -> Result<PipeResult, ProcError> {
     let count = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let task = spawn_call_loops(h, plan.window, &count, &stop);
@@ -411,7 +400,10 @@ pub fn spawn_call_loops(
 pub async fn pipe_floor<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     f: Framed<S, LengthDelimitedCodec>,
     plan: &Plan,
-) -> (PipeResult, Framed<S, LengthDelimitedCodec>) {
+) -> (
+    Result<PipeResult, ProcError>,
+    Framed<S, LengthDelimitedCodec>,
+) {
     let count = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let task = spawn_floor_loop(f, plan.window, &count, &stop);

@@ -1,5 +1,4 @@
-//! Process measurements (CPU from `/proc/self/stat`, RSS from `/proc/self/status`), order
-//! statistics and the run configuration.
+//! The run configuration, order statistics, number formatting and the fd limit.
 
 use std::time::Duration;
 
@@ -90,31 +89,6 @@ impl Plan {
     }
 }
 
-/// User + system CPU seconds of this process so far (`/proc/self/stat`, clock ticks / 100).
-pub fn cpu_secs() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| f.get(i).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
-    (tick(11) + tick(12)) / clock_ticks()
-}
-
-/// `sysconf(_SC_CLK_TCK)` is 100 on every Linux configuration we run on.
-fn clock_ticks() -> f64 {
-    100.0
-}
-
-/// Resident set size of this process in bytes (`VmRSS`).
-pub fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
 /// The median of `v` (mean of the middle two for an even count); NaN when empty.
 pub fn median(v: &[f64]) -> f64 {
     if v.is_empty() {
@@ -137,14 +111,6 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     }
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1]
-}
-
-/// `/proc/loadavg` as text, for the report header.
-pub fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
 }
 
 /// Human formatting: thousands separators for large numbers, 2–3 significant decimals below.
@@ -179,29 +145,6 @@ pub fn fmt_ratio(x: f64) -> String {
     } else {
         "–".to_owned()
     }
-}
-
-/// CPU nanoseconds of every live thread of process `pid` (`None`: this process), summed over
-/// `/proc/<pid>/task/*/schedstat`; exact to the nanosecond, unlike the 10 ms ticks of
-/// [`cpu_secs`], which matters for the short windows of the scale curves and for a child.
-pub fn cpu_ns_of(pid: Option<u32>) -> f64 {
-    let dir = pid.map_or_else(
-        || "/proc/self/task".to_owned(),
-        |p| format!("/proc/{p}/task"),
-    );
-    let Ok(tasks) = std::fs::read_dir(dir) else {
-        return 0.0;
-    };
-    tasks
-        .filter_map(Result::ok)
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .sum()
-}
-
-/// File descriptors this process has open now (`/proc/self/fd`).
-pub fn open_fds() -> u64 {
-    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64)
 }
 
 /// Raises the soft limit on open files to the hard limit (children inherit it) and returns
