@@ -16,11 +16,8 @@ use crate::resolve::Entry;
 pub(crate) struct Target<'a> {
     /// The connected client (no reconnect policy: `config` can open one that has it).
     pub(crate) client: &'a Client,
-    /// The configuration `client` was connected with (endpoint, TLS, expected server id).
-    #[allow(
-        dead_code,
-        reason = "for the terminal UI's reconnecting client; the line client reuses `client`"
-    )]
+    /// The configuration `client` was connected with (endpoint, TLS, expected server id), for
+    /// the reconnecting client of `attach` and `watch`.
     pub(crate) config: &'a ClientConfig,
     /// The session, already resolved from its id, name or prefix.
     pub(crate) session: &'a Entry,

@@ -10,11 +10,6 @@
 //! what this terminal sent. Requests run concurrently inside the loop (never spawned), so
 //! leaving the loop cancels them.
 
-#![allow(
-    dead_code,
-    reason = "wired into `baton attach` once it moves to attach.rs (H3)"
-)]
-
 mod commands;
 mod editor;
 mod history;

@@ -279,6 +279,7 @@ impl Model {
     }
 
     /// The input's text (markers, not paste contents).
+    #[cfg(test)]
     pub(crate) fn input(&self) -> &str {
         self.editor.text()
     }
