@@ -2,7 +2,7 @@
 //!
 //! * [`model`]: the pure view model (replica state + this terminal's state → frame; keys →
 //!   actions), with [`state`] (reading a `pi.session` state, feature-detecting what the host
-//!   offers), [`editor`], [`history`], [`commands`], [`transcript`] and [`markdown`].
+//!   offers), [`editor`], [`history`], [`slash`], [`transcript`] and [`markdown`].
 //! * [`terminal`]: raw mode, alternate screen, synchronized output, `$EDITOR`.
 //! * This file: the event loop gluing the terminal, the replica and the connection together.
 //!
@@ -10,11 +10,11 @@
 //! what this terminal sent. Requests run concurrently inside the loop (never spawned), so
 //! leaving the loop cancels them.
 
-mod commands;
 mod editor;
 mod history;
 mod markdown;
 mod model;
+mod slash;
 mod state;
 mod terminal;
 #[cfg(test)]
