@@ -3,12 +3,12 @@
 
 use std::io::Write;
 
-use baton_client::view::{Printer, Tracker, piece_json};
 use baton_client::{Client, ClientConfig, Reply, Session, Subscription};
 use baton_protocol::chord::{ServiceCall, ServiceMode};
 use baton_protocol::{ErrorCode, Value};
 
 use crate::failure::{EXIT_NOT_FOUND, Failure};
+use crate::line_view::{Printer, TranscriptProgress, piece_json};
 use crate::resolve::Entry;
 
 /// What `attach` and `watch` are given: a connected client and the resolved session.
@@ -81,13 +81,13 @@ pub(crate) fn session_state(sub: &Subscription) -> Value {
 /// Prints what changed; returns the current state.
 pub(crate) fn render(
     sub: &Subscription,
-    tracker: &mut Tracker,
+    progress: &mut TranscriptProgress,
     printer: &mut Printer,
     json: bool,
     out: &mut impl Write,
 ) -> Result<Value, Failure> {
     let state = session_state(sub);
-    for piece in tracker.advance(&state) {
+    for piece in progress.advance(&state) {
         if json {
             print_json(out, &piece_json(&piece))?;
         } else {

@@ -15,6 +15,7 @@ mod config;
 mod discover;
 mod ending;
 mod failure;
+mod line_view;
 mod live;
 mod resolve;
 mod table;
@@ -27,13 +28,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use args::{Cli, Command, Global};
-use baton_client::view::{Printer, Tracker};
 use baton_client::{
     Client, ClientConfig, Endpoint, Reply, RequestOptions, SubscriptionEvent, TlsOptions,
 };
 use baton_protocol::unix::BaseDir;
 use baton_protocol::{Map, ServerId, Value};
 use failure::{EXIT_USAGE, Failure};
+use line_view::{Printer, TranscriptProgress};
 use live::{Target, call, field, open_session, print_json, render, session_state, text};
 use resolve::Entry;
 use table::{Column, Keep};
@@ -425,8 +426,8 @@ async fn execute(
 
 async fn prompt(client: &Client, s: &Settings, session: &str, text: &str) -> Result<(), Failure> {
     let (session, mut sub) = open_session(client, session).await?;
-    let mut tracker = Tracker::default();
-    tracker.skip_existing(&session_state(&sub));
+    let mut progress = TranscriptProgress::default();
+    progress.skip_existing(&session_state(&sub));
     let mut printer = Printer::default();
     let mut out = std::io::stdout().lock();
     let options = RequestOptions {
@@ -444,7 +445,7 @@ async fn prompt(client: &Client, s: &Settings, session: &str, text: &str) -> Res
             reply = &mut request => break reply,
             event = sub.next_event() => match event {
                 Some(SubscriptionEvent::Ended { reason }) => return Err(Failure::op(format!("session subscription ended: {reason}"))),
-                Some(_) => { render(&sub, &mut tracker, &mut printer, s.json, &mut out)?; }
+                Some(_) => { render(&sub, &mut progress, &mut printer, s.json, &mut out)?; }
                 None => return Err(Failure::op("session subscription ended")),
             },
             _ = interrupts.recv() => {
@@ -454,7 +455,7 @@ async fn prompt(client: &Client, s: &Settings, session: &str, text: &str) -> Res
         }
     };
     // Updates precede the response on the wire, so the replica already holds the end state.
-    render(&sub, &mut tracker, &mut printer, s.json, &mut out)?;
+    render(&sub, &mut progress, &mut printer, s.json, &mut out)?;
     let reason = live::stop_reason_result(reply?)?;
     if s.json {
         let mut m = Map::new();
