@@ -24,8 +24,6 @@
 //!   a stream of [`SubscriptionEvent`]s. A session subscription ends ([`EndReason`]) when
 //!   its attachment does; a dropped connection alone only makes it resync.
 //!
-//! * [`view`] renders a `pi.session` transcript live, for terminals and scripts.
-//!
 //! ## Cancellation
 //! Dropping a request future cancels it: the pending entry is removed and, if the request was
 //! already sent, a `cancel` goes to the server. A cancellation token or timeout in
@@ -59,7 +57,6 @@ mod status;
 mod subscription;
 mod tls;
 mod transport;
-pub mod view;
 
 pub use client::{Client, RequestOptions};
 pub use config::{

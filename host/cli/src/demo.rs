@@ -1,6 +1,7 @@
 //! `baton-host demo`: an embedded host on a temporary Unix socket, driven through the real
 //! protocol by `baton-client`, streaming a scripted conversation with a tool call.
 
+use std::collections::HashSet;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -16,7 +17,6 @@ use baton_server::{Listener, Server, ServerConfig};
 
 use crate::Failure;
 use crate::serve::random_server_id;
-use baton_client::view::{Printer, Tracker};
 
 const PROMPT: &str = "Please run `ls` in the project directory.";
 
@@ -26,6 +26,61 @@ fn io(context: &str) -> impl FnOnce(std::io::Error) -> Failure + '_ {
 
 fn call(service: &str, member: &str, args: Vec<Value>) -> Value {
     ServiceCall::new(service, member, args).into_value()
+}
+
+/// Prints each item of a `pi.session` transcript (see `docs/services.md`) once, when it has
+/// settled: the prompt, the assistant's text and tool calls, each tool's result.
+#[derive(Debug, Default)]
+struct Settled {
+    shown: HashSet<String>,
+}
+
+impl Settled {
+    fn print(&mut self, out: &mut impl Write, state: &Value) -> std::io::Result<()> {
+        let str_of = |m: &Map, k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        let items = state
+            .as_map()
+            .and_then(|m| m.get("transcript"))
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        for item in items.iter().filter_map(Value::as_map) {
+            let status = str_of(item, "status");
+            if status == "streaming"
+                || status == "running"
+                || !self.shown.insert(str_of(item, "id"))
+            {
+                continue;
+            }
+            let role = str_of(item, "role");
+            if role == "tool" {
+                let failed = item.get("isError").and_then(Value::as_bool) == Some(true);
+                writeln!(
+                    out,
+                    "{} {}",
+                    if failed { "✗" } else { "✓" },
+                    str_of(item, "toolName")
+                )?;
+            }
+            let blocks = item.get("content").and_then(Value::as_array);
+            for block in blocks.into_iter().flatten().filter_map(Value::as_map) {
+                match (role.as_str(), str_of(block, "type").as_str()) {
+                    ("user", "text") => writeln!(out, "> {}", str_of(block, "text"))?,
+                    ("assistant", "text") => writeln!(out, "{}", str_of(block, "text"))?,
+                    ("assistant", "toolCall") => {
+                        let arguments = block.get("arguments").unwrap_or(&Value::Null);
+                        writeln!(out, "→ {} {arguments}", str_of(block, "name"))?;
+                    }
+                    ("tool", "text") => {
+                        for line in str_of(block, "text").lines() {
+                            writeln!(out, "  │ {line}")?;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out.flush()
+    }
 }
 
 pub(crate) async fn run() -> Result<(), Failure> {
@@ -113,7 +168,7 @@ async fn converse(socket: &std::path::Path) -> Result<(), Failure> {
             .await
             .map_err(|e| Failure::from_error("subscribe failed", &e))?;
 
-        let (mut tracker, mut printer) = (Tracker::default(), Printer::default());
+        let mut settled = Settled::default();
         let (mut updates, mut appends) = (0usize, 0usize);
         let request = session.request(call("pi.session", "prompt", vec![Value::from(PROMPT)]));
         tokio::pin!(request);
@@ -135,15 +190,11 @@ async fn converse(socket: &std::path::Path) -> Result<(), Failure> {
                 },
             }
             let state = sub.state().value(None, "state").cloned().unwrap_or(Value::Null);
-            for piece in tracker.advance(&state) {
-                printer.print(&mut out, &piece).map_err(io("output error"))?;
-            }
+            settled.print(&mut out, &state).map_err(io("output error"))?;
         };
         // Updates precede the response on the wire: the replica holds the final state.
         let state = sub.state().value(None, "state").cloned().unwrap_or(Value::Null);
-        for piece in tracker.advance(&state) {
-            printer.print(&mut out, &piece).map_err(io("output error"))?;
-        }
+        settled.print(&mut out, &state).map_err(io("output error"))?;
         let reply = reply
             .map_err(|e| Failure::from_error("prompt failed", &e))?
             .into_value();

@@ -1,6 +1,7 @@
 //! The `baton` command line against a real `baton-host serve`: sessions addressed by id,
-//! prefix or name; the `sessions` table; profiles from the config file; and discovery with
-//! two local hosts.
+//! prefix or name; the `sessions` table (and, against a host serving only a directory, the
+//! ids a baton host never makes); profiles from the config file; and discovery with two local
+//! hosts.
 
 #![allow(
     clippy::unwrap_used,
@@ -12,6 +13,8 @@ mod common;
 use std::path::Path;
 use std::process::ExitStatus;
 
+use baton_protocol::Value;
+use common::directory::DirectoryHost;
 use common::{HostProcess, baton, cli, create, run};
 use tokio::process::Command;
 
@@ -125,6 +128,91 @@ async fn the_sessions_table_has_a_header_short_ids_and_fits_100_columns() {
     assert_eq!(header, ["MODEL", "DEFAULT", "NAME"], "{out}");
     assert!(out.contains("scripted/default"), "{out}");
     assert!(host.terminate().await.success());
+}
+
+/// The cells of the `sessions` table's rows (the header dropped), split at runs of spaces.
+fn table_rows(out: &str) -> Vec<Vec<&str>> {
+    out.lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_created_session_not_yet_opened_is_listed_as_stored_and_json_keeps_the_wire_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = HostProcess::in_dir(dir.path()).await;
+    let url = host.url.clone();
+    let id = create(&url, "fresh").await;
+
+    let (status, out, err) = cli(&url, &["sessions"]).await;
+    assert!(status.success(), "{err}");
+    let rows = table_rows(&out);
+    assert_eq!(rows.len(), 1, "{out}");
+    assert_eq!(rows[0][..3], [&id[..8], "fresh", "stored"], "{out}");
+    let (status, out, _) = cli(&url, &["--json", "sessions"]).await;
+    assert!(status.success());
+    assert!(out.contains(r#""phase":"closed""#), "{out}");
+
+    // Once opened (an attach that exits at once leaves it open until its idle timeout), it
+    // is idle.
+    let (status, _, err) = attach(&url, &id, false).await;
+    assert!(status.success(), "{err}");
+    let (_, out, _) = cli(&url, &["sessions"]).await;
+    assert_eq!(table_rows(&out)[0][2], "idle", "{out}");
+    assert!(host.terminate().await.success());
+}
+
+/// A directory row as a host lists it.
+fn directory_row(id: &str, phase: &str) -> Value {
+    Value::from_json(&format!(
+        r#"{{"id":"{id}","name":null,"cwd":"/w","createdAt":"2026-01-02T03:04:05.000Z",
+            "updatedAt":"2026-01-02T03:04:05.000Z","phase":"{phase}","model":"m","attachedClients":0}}"#
+    ))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sessions_table_shows_other_ids_whole_and_uuids_to_their_shortest_unique_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    // Upstream pi's test host names its sessions `session-1`, `session-2`; pi's own ids are
+    // time-ordered UUIDs, which sessions made close together share most of.
+    let ids = [
+        "session-1",
+        "session-2",
+        "0197a3f2-1c4e-7000-8000-000000000001",
+        "0197a3f2-1c4f-7000-8000-000000000002",
+        "fedcba98-0000-4000-8000-000000000003",
+    ];
+    let rows = ids.iter().map(|id| directory_row(id, "closed")).collect();
+    let (server, url) = DirectoryHost::serve(rows, dir.path()).await;
+
+    let (status, out, err) = cli(&url, &["sessions"]).await;
+    assert!(status.success(), "{err}");
+    let shown: Vec<&str> = table_rows(&out).iter().map(|r| r[0]).collect();
+    assert_eq!(
+        shown,
+        [
+            "session-1",
+            "session-2",
+            "0197a3f2-1c4e",
+            "0197a3f2-1c4f",
+            "fedcba98"
+        ],
+        "{out}"
+    );
+    assert!(table_rows(&out).iter().all(|r| r[2] == "stored"), "{out}");
+    // Each shown id addresses its own session: `attach` resolves it to the full id (and then
+    // finds nothing to attach to on this host).
+    for (shown, id) in shown.iter().zip(ids) {
+        let (status, _, err) = cli(&url, &["attach", shown]).await;
+        assert_eq!(status.code(), Some(4), "{shown}: {err}");
+        assert!(
+            err.contains(&format!("unknown session {id:?}")),
+            "{shown}: {err}"
+        );
+    }
+    server.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

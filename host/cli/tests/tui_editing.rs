@@ -451,7 +451,7 @@ async fn ctrl_g_hands_the_input_to_the_editor_and_its_text_becomes_the_input() {
     // The editor was given the input and its text is the input now.
     let screen = pane.wait_for("› draft + from the editor").await;
     assert!(!screen.contains("$EDITOR:"), "no editor error: {screen}");
-    // The very next key is read (it once was lost to a stale wake of the event reader).
+    // The very next key is read (a stale wake of the event reader must not swallow it).
     pane.keys(&["Enter"]);
     pane.wait_for("You said: draft + from the editor.").await;
     pane.wait_idle().await;

@@ -4,7 +4,6 @@
 
 use std::io::{IsTerminal, Write};
 
-use baton_client::view::{Printer, Tracker, phase};
 use baton_client::{Client, ReconnectPolicy, Reply, RequestError, Status, SubscriptionEvent};
 use baton_protocol::{Map, Value};
 use tokio::io::AsyncBufReadExt;
@@ -12,6 +11,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::ending;
 use crate::failure::Failure;
+use crate::line_view::{Printer, TranscriptProgress, phase};
 use crate::live::{Target, call, open_session, render, stop_reason_result};
 use crate::tui;
 
@@ -71,10 +71,10 @@ async fn lines(client: &Client, target: &Target<'_>) -> Result<(), Failure> {
     let session_id = target.session.id.as_str();
     let json = target.json;
     let (session, mut sub) = open_session(client, session_id).await?;
-    let mut tracker = Tracker::default();
+    let mut progress = TranscriptProgress::default();
     let mut printer = Printer::default();
     let mut out = std::io::stdout().lock();
-    let state = render(&sub, &mut tracker, &mut printer, json, &mut out)?;
+    let state = render(&sub, &mut progress, &mut printer, json, &mut out)?;
     if !json {
         writeln!(
             out,
@@ -97,7 +97,7 @@ async fn lines(client: &Client, target: &Target<'_>) -> Result<(), Failure> {
             reply = async { running.as_mut().expect("guarded by the if").await }, if running.is_some() => {
                 running = None;
                 interrupted_once = false;
-                render(&sub, &mut tracker, &mut printer, json, &mut out)?;
+                render(&sub, &mut progress, &mut printer, json, &mut out)?;
                 if let Err(e) = reply.map_err(Failure::from).and_then(stop_reason_result) {
                     writeln!(out, "[{}]", e.message)?;
                 }
@@ -107,10 +107,10 @@ async fn lines(client: &Client, target: &Target<'_>) -> Result<(), Failure> {
                     return Err(ending::subscription_ended(sub.end_reason(), &reason));
                 }
                 Some(SubscriptionEvent::Snapshot { resynced: true }) if !json => {
-                    render(&sub, &mut tracker, &mut printer, json, &mut out)?;
+                    render(&sub, &mut progress, &mut printer, json, &mut out)?;
                     writeln!(out, "[reconnected; phase {}]", phase(&crate::live::session_state(&sub)))?;
                 }
-                Some(_) => { render(&sub, &mut tracker, &mut printer, json, &mut out)?; }
+                Some(_) => { render(&sub, &mut progress, &mut printer, json, &mut out)?; }
                 None => return Err(ending::subscription_ended(sub.end_reason(), "closed")),
             },
             changed = status.changed() => {

@@ -3,12 +3,12 @@
 
 use std::io::Write;
 
-use baton_client::view::{Printer, Tracker, piece_json};
 use baton_client::{Client, ClientConfig, Reply, Session, Subscription};
 use baton_protocol::chord::{ServiceCall, ServiceMode};
 use baton_protocol::{ErrorCode, Value};
 
 use crate::failure::{EXIT_NOT_FOUND, Failure};
+use crate::line_view::{Printer, TranscriptProgress, piece_json};
 use crate::resolve::Entry;
 
 /// What `attach` and `watch` are given: a connected client and the resolved session.
@@ -16,11 +16,8 @@ use crate::resolve::Entry;
 pub(crate) struct Target<'a> {
     /// The connected client (no reconnect policy: `config` can open one that has it).
     pub(crate) client: &'a Client,
-    /// The configuration `client` was connected with (endpoint, TLS, expected server id).
-    #[allow(
-        dead_code,
-        reason = "for the terminal UI's reconnecting client; the line client reuses `client`"
-    )]
+    /// The configuration `client` was connected with (endpoint, TLS, expected server id), for
+    /// the reconnecting client of `attach` and `watch`.
     pub(crate) config: &'a ClientConfig,
     /// The session, already resolved from its id, name or prefix.
     pub(crate) session: &'a Entry,
@@ -84,13 +81,13 @@ pub(crate) fn session_state(sub: &Subscription) -> Value {
 /// Prints what changed; returns the current state.
 pub(crate) fn render(
     sub: &Subscription,
-    tracker: &mut Tracker,
+    progress: &mut TranscriptProgress,
     printer: &mut Printer,
     json: bool,
     out: &mut impl Write,
 ) -> Result<Value, Failure> {
     let state = session_state(sub);
-    for piece in tracker.advance(&state) {
+    for piece in progress.advance(&state) {
         if json {
             print_json(out, &piece_json(&piece))?;
         } else {

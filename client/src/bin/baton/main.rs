@@ -15,8 +15,10 @@ mod config;
 mod discover;
 mod ending;
 mod failure;
+mod line_view;
 mod live;
 mod resolve;
+mod sessions;
 mod table;
 mod tui;
 mod watch;
@@ -27,13 +29,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use args::{Cli, Command, Global};
-use baton_client::view::{Printer, Tracker};
 use baton_client::{
     Client, ClientConfig, Endpoint, Reply, RequestOptions, SubscriptionEvent, TlsOptions,
 };
 use baton_protocol::unix::BaseDir;
 use baton_protocol::{Map, ServerId, Value};
 use failure::{EXIT_USAGE, Failure};
+use line_view::{Printer, TranscriptProgress};
 use live::{Target, call, field, open_session, print_json, render, session_state, text};
 use resolve::Entry;
 use table::{Column, Keep};
@@ -41,8 +43,6 @@ use tokio::signal::unix::{SignalKind, signal};
 
 /// Default timeout for calls other than `prompt`.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// Characters of a session id shown in the `sessions` table (enough to address it).
-const SHORT_ID: usize = 8;
 
 fn main() -> ExitCode {
     let argv: Vec<OsString> = std::env::args_os().collect();
@@ -227,39 +227,6 @@ async fn resolve_session(client: &Client, s: &Settings, input: &str) -> Result<E
     Ok(resolve::resolve(input, &entries)?.clone())
 }
 
-const SESSION_COLUMNS: [Column; 6] = [
-    Column {
-        header: "ID",
-        flexible: false,
-        keep: Keep::Start,
-    },
-    Column {
-        header: "NAME",
-        flexible: true,
-        keep: Keep::Start,
-    },
-    Column {
-        header: "PHASE",
-        flexible: false,
-        keep: Keep::Start,
-    },
-    Column {
-        header: "MODEL",
-        flexible: true,
-        keep: Keep::Start,
-    },
-    Column {
-        header: "UPDATED",
-        flexible: true,
-        keep: Keep::Start,
-    },
-    Column {
-        header: "CWD",
-        flexible: true,
-        keep: Keep::End,
-    },
-];
-
 const MODEL_COLUMNS: [Column; 3] = [
     Column {
         header: "MODEL",
@@ -277,27 +244,6 @@ const MODEL_COLUMNS: [Column; 3] = [
         keep: Keep::Start,
     },
 ];
-
-/// `2025-05-30T01:20:07.123Z` as `2025-05-30 01:20:07` (UTC); anything else as it is.
-fn short_time(v: &Value) -> String {
-    let t = text(v);
-    match (t.get(..10), t.get(11..19)) {
-        (Some(date), Some(time)) if t.as_bytes().get(10) == Some(&b'T') => format!("{date} {time}"),
-        _ => t,
-    }
-}
-
-fn session_row(v: &Value) -> Vec<String> {
-    let id = text(field(v, "id"));
-    vec![
-        id.chars().take(SHORT_ID).collect(),
-        text(field(v, "name")),
-        text(field(v, "phase")),
-        text(field(v, "model")),
-        short_time(field(v, "updatedAt")),
-        text(field(v, "cwd")),
-    ]
-}
 
 fn model_row(v: &Value) -> Vec<String> {
     let default = if field(v, "default").as_bool() == Some(true) {
@@ -329,8 +275,7 @@ async fn execute(
                 writeln!(out, "no sessions")?;
                 return Ok(());
             }
-            let cells: Vec<Vec<String>> = rows.iter().map(session_row).collect();
-            let t = table::render(&SESSION_COLUMNS, &cells, table::output_width());
+            let t = sessions::render(&rows, table::output_width());
             out.write_all(t.as_bytes())?;
             Ok(())
         }
@@ -425,8 +370,8 @@ async fn execute(
 
 async fn prompt(client: &Client, s: &Settings, session: &str, text: &str) -> Result<(), Failure> {
     let (session, mut sub) = open_session(client, session).await?;
-    let mut tracker = Tracker::default();
-    tracker.skip_existing(&session_state(&sub));
+    let mut progress = TranscriptProgress::default();
+    progress.skip_existing(&session_state(&sub));
     let mut printer = Printer::default();
     let mut out = std::io::stdout().lock();
     let options = RequestOptions {
@@ -444,7 +389,7 @@ async fn prompt(client: &Client, s: &Settings, session: &str, text: &str) -> Res
             reply = &mut request => break reply,
             event = sub.next_event() => match event {
                 Some(SubscriptionEvent::Ended { reason }) => return Err(Failure::op(format!("session subscription ended: {reason}"))),
-                Some(_) => { render(&sub, &mut tracker, &mut printer, s.json, &mut out)?; }
+                Some(_) => { render(&sub, &mut progress, &mut printer, s.json, &mut out)?; }
                 None => return Err(Failure::op("session subscription ended")),
             },
             _ = interrupts.recv() => {
@@ -454,7 +399,7 @@ async fn prompt(client: &Client, s: &Settings, session: &str, text: &str) -> Res
         }
     };
     // Updates precede the response on the wire, so the replica already holds the end state.
-    render(&sub, &mut tracker, &mut printer, s.json, &mut out)?;
+    render(&sub, &mut progress, &mut printer, s.json, &mut out)?;
     let reason = live::stop_reason_result(reply?)?;
     if s.json {
         let mut m = Map::new();

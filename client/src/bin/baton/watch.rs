@@ -3,13 +3,13 @@
 
 use std::io::Write;
 
-use baton_client::view::{Printer, Tracker};
 use baton_client::{Status, SubscriptionEvent};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::attach::reconnecting_client;
 use crate::ending;
 use crate::failure::Failure;
+use crate::line_view::{Printer, TranscriptProgress};
 use crate::live::{Target, open_session, render};
 
 /// Prints the session's transcript so far, then every change, until SIGINT or the session
@@ -26,10 +26,10 @@ pub(crate) async fn run(target: Target<'_>) -> Result<(), Failure> {
 
 async fn follow(client: &baton_client::Client, target: &Target<'_>) -> Result<(), Failure> {
     let (_session, mut sub) = open_session(client, &target.session.id).await?;
-    let mut tracker = Tracker::default();
+    let mut progress = TranscriptProgress::default();
     let mut printer = Printer::default();
     let mut out = std::io::stdout().lock();
-    render(&sub, &mut tracker, &mut printer, target.json, &mut out)?;
+    render(&sub, &mut progress, &mut printer, target.json, &mut out)?;
     let mut status = client.watch_status();
     let mut interrupts = signal(SignalKind::interrupt())?;
     loop {
@@ -38,7 +38,7 @@ async fn follow(client: &baton_client::Client, target: &Target<'_>) -> Result<()
                 Some(SubscriptionEvent::Ended { reason }) => {
                     return Err(ending::subscription_ended(sub.end_reason(), &reason));
                 }
-                Some(_) => { render(&sub, &mut tracker, &mut printer, target.json, &mut out)?; }
+                Some(_) => { render(&sub, &mut progress, &mut printer, target.json, &mut out)?; }
                 None => return Err(ending::subscription_ended(sub.end_reason(), "closed")),
             },
             changed = status.changed() => {

@@ -19,6 +19,8 @@ use state::guard;
 #[path = "../../../tests/e2e/state.rs"]
 pub(crate) mod state;
 
+/// A host that serves only a fixed session directory, for ids a baton host never makes.
+pub(crate) mod directory;
 /// The FIFO gates that hold a scripted tool call until the test lets it finish.
 pub(crate) mod gate;
 /// A relay whose host→client direction a test can hold (a frozen replica, on demand).

@@ -112,18 +112,14 @@ impl Editor {
         self.pastes.push((marker, content));
     }
 
+    /// The start of the character before the cursor.
     fn prev_boundary(&self) -> Option<usize> {
-        self.text[..self.cursor]
-            .char_indices()
-            .next_back()
-            .map(|(i, _)| i)
+        (self.cursor > 0).then(|| self.text.floor_char_boundary(self.cursor - 1))
     }
 
+    /// The end of the character under the cursor.
     fn next_boundary(&self) -> Option<usize> {
-        self.text[self.cursor..]
-            .chars()
-            .next()
-            .map(|c| self.cursor + c.len_utf8())
+        (self.cursor < self.text.len()).then(|| self.text.ceil_char_boundary(self.cursor + 1))
     }
 
     /// Backspace: the character before the cursor, or a whole paste marker.
@@ -276,9 +272,9 @@ impl Editor {
     /// (byte offset of the sigil, the word after it).
     pub(crate) fn token_at_cursor(&self, sigil: char) -> Option<(usize, &str)> {
         let before = &self.text[..self.cursor];
-        let start = before.rfind(|c: char| c.is_whitespace()).map_or(0, |i| {
-            i + before[i..].chars().next().map_or(1, char::len_utf8)
-        });
+        let start = before
+            .rfind(char::is_whitespace)
+            .map_or(0, |i| before.ceil_char_boundary(i + 1));
         let word = &before[start..];
         word.strip_prefix(sigil).map(|rest| (start, rest))
     }
@@ -338,6 +334,13 @@ mod tests {
         assert_eq!(e.text(), "n👍x");
         e.word_right();
         assert_eq!(e.cursor(), e.text().len());
+        e.home();
+        e.right();
+        e.delete();
+        assert_eq!(e.text(), "nx");
+        // An ideographic space is three bytes: the token starts after all of them.
+        let e = typed("a\u{3000}@é");
+        assert_eq!(e.token_at_cursor('@'), Some((4, "é")));
     }
 
     #[test]

@@ -49,6 +49,7 @@ impl History {
     }
 
     /// The entries, oldest first.
+    #[cfg(test)]
     pub(crate) fn entries(&self) -> &[String] {
         &self.entries
     }

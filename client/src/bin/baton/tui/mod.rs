@@ -2,7 +2,7 @@
 //!
 //! * [`model`]: the pure view model (replica state + this terminal's state → frame; keys →
 //!   actions), with [`state`] (reading a `pi.session` state, feature-detecting what the host
-//!   offers), [`editor`], [`history`], [`commands`], [`transcript`] and [`markdown`].
+//!   offers), [`editor`], [`history`], [`slash`], [`transcript`] and [`markdown`].
 //! * [`terminal`]: raw mode, alternate screen, synchronized output, `$EDITOR`.
 //! * This file: the event loop gluing the terminal, the replica and the connection together.
 //!
@@ -10,16 +10,11 @@
 //! what this terminal sent. Requests run concurrently inside the loop (never spawned), so
 //! leaving the loop cancels them.
 
-#![allow(
-    dead_code,
-    reason = "wired into `baton attach` once it moves to attach.rs (H3)"
-)]
-
-mod commands;
 mod editor;
 mod history;
 mod markdown;
 mod model;
+mod slash;
 mod state;
 mod terminal;
 #[cfg(test)]
@@ -38,6 +33,7 @@ use futures::stream::FuturesUnordered;
 
 use crate::ending;
 use crate::failure::Failure;
+use crate::live::session_state;
 use model::{Action, Connection, Model, Outcome};
 use state::SessionState;
 
@@ -79,13 +75,6 @@ fn outcome(result: Result<Reply, RequestError>) -> Outcome {
 
 type InFlight = Pin<Box<dyn Future<Output = (u64, Outcome)> + Send>>;
 
-fn session_value(sub: &Subscription) -> Value {
-    sub.state()
-        .value(None, "state")
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
 fn attached_clients(dir: &Subscription, session_id: &str) -> Option<u64> {
     let replica = dir.state();
     let list = replica.value(None, "sessions")?.as_array()?;
@@ -125,7 +114,7 @@ pub(crate) async fn run(attached: Attached) -> std::io::Result<Ending> {
     let mut in_flight: FuturesUnordered<InFlight> = FuturesUnordered::new();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut value = session_value(&subscription);
+    let mut value = session_state(&subscription);
     if let Some(dir) = &directory {
         model.set_attached_clients(attached_clients(dir, session.id()));
     }
@@ -158,7 +147,7 @@ pub(crate) async fn run(attached: Attached) -> std::io::Result<Ending> {
                     None => return Ok(Ending::Lost(ending::subscription_ended(subscription.end_reason(), "closed"))),
                     Some(_) => {}
                 }
-                value = session_value(&subscription);
+                value = session_state(&subscription);
                 model.observe(&SessionState::new(&value), now);
                 dirty = true;
                 Action::None
@@ -225,9 +214,9 @@ pub(crate) async fn run(attached: Attached) -> std::io::Result<Ending> {
                 // The event reader must not compete with the editor for the terminal's input.
                 drop(events.take());
                 // Dropping the stream wakes crossterm's shared reader; when no reader thread
-                // was waiting, that wake stays pending, and a poll that later sees it in the
+                // is waiting, that wake stays pending, and a poll that later sees it in the
                 // same batch as the first key returns "woken" and drops the key's (edge-
-                // triggered) readiness: the first key after the editor was lost. A poll now,
+                // triggered) readiness, losing the first key after the editor. A poll here,
                 // before any key can follow, consumes the stale wake; it reads nothing.
                 let _ = crossterm::event::poll(Duration::ZERO);
                 let text = model.input_expanded();
@@ -247,7 +236,7 @@ pub(crate) async fn run(attached: Attached) -> std::io::Result<Ending> {
             Action::Detach => {
                 drop(screen);
                 // Not `detach`: the host answers it only once this connection's calls have
-                // finished, and a running prompt is one, so Ctrl-D hung until the turn ended.
+                // finished, and a running prompt is one, so Ctrl-D would wait for the turn.
                 // Closing leaves the session and its turn running (a client that goes away
                 // is no `cancel`); the requests still in flight end here without one.
                 client.close().await;

@@ -13,9 +13,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use unicode_width::UnicodeWidthStr;
 
-use super::commands::{self, Command};
 use super::editor::Editor;
 use super::history::History;
+use super::slash::{self, SlashCommand};
 use super::state::SessionState;
 use super::transcript::{self, DIM, ERROR, TOOL_OK, WARN};
 
@@ -176,8 +176,9 @@ struct Pending {
     request: Request,
 }
 
+/// The Tab completion being cycled through (none when `options` is empty).
 #[derive(Debug, Default)]
-struct Completion {
+struct TabCompletion {
     options: Vec<String>,
     selected: Option<usize>,
     /// Byte offset the options replace from (to the cursor).
@@ -201,7 +202,7 @@ pub(crate) struct Model {
     interrupt_at: Option<Instant>,
     /// An abort was asked for the running turn (a second Ctrl-C then exits).
     abort_sent: bool,
-    completion: Completion,
+    completion: TabCompletion,
     pending: Vec<Pending>,
     next_ticket: u64,
     /// Presence from the session directory when the session state has none.
@@ -269,7 +270,7 @@ impl Model {
             turn_started: None,
             interrupt_at: None,
             abort_sent: false,
-            completion: Completion::default(),
+            completion: TabCompletion::default(),
             pending: Vec::new(),
             next_ticket: 1,
             attached_clients: None,
@@ -279,6 +280,7 @@ impl Model {
     }
 
     /// The input's text (markers, not paste contents).
+    #[cfg(test)]
     pub(crate) fn input(&self) -> &str {
         self.editor.text()
     }
@@ -498,22 +500,22 @@ impl Model {
     /// Applies completion `options` replacing from `start` to the cursor.
     fn offer(&mut self, start: usize, options: Vec<String>, paths: bool) {
         match options.len() {
-            0 => self.completion = Completion::default(),
+            0 => self.completion = TabCompletion::default(),
             1 => {
                 let mut only = options[0].clone();
                 if paths && !only.ends_with('/') {
                     only.push(' ');
                 }
                 self.editor.replace_before_cursor(start, &only);
-                self.completion = Completion::default();
+                self.completion = TabCompletion::default();
             }
             _ => {
-                let prefix = commands::common_prefix(&options);
+                let prefix = slash::common_prefix(&options);
                 let typed = &self.editor.text()[start..self.editor.cursor()];
                 if prefix.len() > typed.len() {
                     self.editor.replace_before_cursor(start, &prefix);
                 }
-                self.completion = Completion {
+                self.completion = TabCompletion {
                     options,
                     selected: None,
                     start,
@@ -534,7 +536,7 @@ impl Model {
         }
         let line = self.editor.text();
         if line.starts_with('/') && self.editor.cursor() == line.len() {
-            let options = commands::complete(line, state.offers_compaction());
+            let options = slash::complete(line, state.offers_compaction());
             self.offer(0, options, false);
             return Action::None;
         }
@@ -547,7 +549,7 @@ impl Model {
 
     /// A bracketed paste.
     pub(crate) fn paste(&mut self, text: &str) {
-        self.completion = Completion::default();
+        self.completion = TabCompletion::default();
         self.editor.paste(text);
     }
 
@@ -561,7 +563,7 @@ impl Model {
         }
         self.interrupt_at = None;
         if key.code != KeyCode::Tab {
-            self.completion = Completion::default();
+            self.completion = TabCompletion::default();
         }
         let alt = KeyModifiers::ALT;
         let none = KeyModifiers::NONE;
@@ -652,7 +654,7 @@ impl Model {
     }
 
     fn interrupt(&mut self, state: &SessionState<'_>, now: Instant) -> Action {
-        self.completion = Completion::default();
+        self.completion = TabCompletion::default();
         if state.is_running() {
             if self.abort_sent {
                 return Action::Exit;
@@ -689,14 +691,14 @@ impl Model {
         }
         let text = self.editor.take();
         self.remember(state, &text);
-        match commands::parse(&text) {
-            Command::Text(t) if state.is_running() => self.steer(state, t),
-            Command::Text(t) => self.send(state, Request::Prompt(t)),
-            Command::Steer(t) => self.steer(state, t),
-            Command::Bash { command, exclude } => {
+        match slash::parse(&text) {
+            SlashCommand::Text(t) if state.is_running() => self.steer(state, t),
+            SlashCommand::Text(t) => self.send(state, Request::Prompt(t)),
+            SlashCommand::Steer(t) => self.steer(state, t),
+            SlashCommand::Bash { command, exclude } => {
                 self.send(state, Request::Bash { command, exclude })
             }
-            Command::Queue(t) => {
+            SlashCommand::Queue(t) => {
                 if state.follow_ups().is_none() {
                     self.error(
                         state,
@@ -706,7 +708,7 @@ impl Model {
                 }
                 self.send(state, Request::FollowUp(t))
             }
-            Command::QueueList => {
+            SlashCommand::QueueList => {
                 match state.follow_ups() {
                     None => self.error(state, "this host has no follow-up queue"),
                     Some(q) if q.is_empty() => self.info(state, "the follow-up queue is empty"),
@@ -721,22 +723,22 @@ impl Model {
                 }
                 Action::None
             }
-            Command::QueueEdit { index, text } => match self.follow_up_id(state, index) {
+            SlashCommand::QueueEdit { index, text } => match self.follow_up_id(state, index) {
                 Some(id) => self.send(state, Request::EditFollowUp { id, text }),
                 None => Action::None,
             },
-            Command::QueueRemove(index) => match self.follow_up_id(state, index) {
+            SlashCommand::QueueRemove(index) => match self.follow_up_id(state, index) {
                 Some(id) => self.send(state, Request::RemoveFollowUp(id)),
                 None => Action::None,
             },
-            Command::QueueClear => {
+            SlashCommand::QueueClear => {
                 if state.follow_ups().is_none() {
                     self.error(state, "this host has no follow-up queue");
                     return Action::None;
                 }
                 self.send(state, Request::ClearFollowUps)
             }
-            Command::Abort => {
+            SlashCommand::Abort => {
                 if !state.is_running() {
                     self.info(state, "no turn is running");
                     return Action::None;
@@ -744,16 +746,18 @@ impl Model {
                 self.abort_sent = true;
                 self.send(state, Request::Abort)
             }
-            Command::Model { provider, id } => self.send(state, Request::SetModel { provider, id }),
-            Command::Thinking(l) => self.send(state, Request::SetThinking(l)),
-            Command::Compact(i) => {
+            SlashCommand::Model { provider, id } => {
+                self.send(state, Request::SetModel { provider, id })
+            }
+            SlashCommand::Thinking(l) => self.send(state, Request::SetThinking(l)),
+            SlashCommand::Compact(i) => {
                 if !state.offers_compaction() {
                     self.error(state, "this session does not offer /compact");
                     return Action::None;
                 }
                 self.send(state, Request::Compact(i))
             }
-            Command::Expand => {
+            SlashCommand::Expand => {
                 self.expanded = !self.expanded;
                 let now = if self.expanded {
                     "shown whole"
@@ -763,9 +767,9 @@ impl Model {
                 self.info(state, format!("long output is now {now} (Ctrl-O toggles)"));
                 Action::None
             }
-            Command::Detach => Action::Detach,
-            Command::Help => {
-                let mut lines: Vec<String> = commands::COMMANDS
+            SlashCommand::Detach => Action::Detach,
+            SlashCommand::Help => {
+                let mut lines: Vec<String> = slash::COMMANDS
                     .iter()
                     .filter(|c| c.name != "/compact" || state.offers_compaction())
                     .map(|c| {
@@ -774,11 +778,11 @@ impl Model {
                     })
                     .collect();
                 lines.insert(0, "commands:".to_owned());
-                lines.push(format!("keys: {}", commands::KEYS));
+                lines.push(format!("keys: {}", slash::KEYS));
                 self.info(state, lines.join("\n"));
                 Action::None
             }
-            Command::Invalid(message) => {
+            SlashCommand::Invalid(message) => {
                 self.error(state, message);
                 Action::None
             }

@@ -116,11 +116,6 @@ impl<'a> SessionState<'a> {
         self.get("turnId").filter(|v| !v.is_null())
     }
 
-    /// Whether the host publishes turn ids at all (then a steer names its turn).
-    pub(crate) fn names_turns(&self) -> bool {
-        self.get("turnId").is_some()
-    }
-
     /// Whether the host offers `/compact` (`compaction.offered`).
     pub(crate) fn offers_compaction(&self) -> bool {
         self.get("compaction")
@@ -201,7 +196,7 @@ mod tests {
         let s = SessionState::new(&v);
         assert_eq!(s.phase(), "idle");
         assert!(s.follow_ups().is_none());
-        assert!(!s.names_turns());
+        assert!(s.turn_id().is_none());
         assert!(s.presence().is_none());
         assert!(!s.offers_compaction());
         assert!(s.usage().is_none());

@@ -1,6 +1,6 @@
-//! A live view of a `pi.session` transcript (see `docs/services.md`), for terminals and
-//! scripts: [`Tracker`] turns successive states into [`Piece`]s, [`Printer`] writes them for a
-//! person, [`piece_json`] for a machine.
+//! The line view of a `pi.session` transcript (see `docs/services.md`) that `prompt`, `watch`
+//! and `attach` without a terminal print: [`TranscriptProgress`] turns successive states into
+//! [`Piece`]s, [`Printer`] writes them for a person, [`piece_json`] for a machine.
 //!
 //! It works from whole states, not from individual ops, so it is exact after a lag or a
 //! resubscribe: it remembers how much of each item it has shown and shows the rest.
@@ -12,7 +12,7 @@ use baton_protocol::{Map, Value};
 
 /// One thing that changed, in the order it should be shown.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Piece {
+pub(crate) enum Piece {
     /// A user message.
     User(String),
     /// More thinking text of an assistant item.
@@ -68,7 +68,7 @@ pub enum Piece {
 }
 
 #[derive(Debug, Default)]
-struct Progress {
+struct ItemProgress {
     /// Characters printed per content block.
     printed: Vec<usize>,
     /// Tool calls announced, by block index.
@@ -76,10 +76,10 @@ struct Progress {
     settled: bool,
 }
 
-/// Tracks what has been shown.
+/// How much of a transcript has been shown.
 #[derive(Debug, Default)]
-pub struct Tracker {
-    progress: HashMap<String, Progress>,
+pub(crate) struct TranscriptProgress {
+    items: HashMap<String, ItemProgress>,
     /// Items present before we started: not shown.
     skip: HashMap<String, ()>,
 }
@@ -104,7 +104,7 @@ fn text_of(content: Option<&Value>) -> String {
 }
 
 /// The transcript array of a `pi.session` state.
-pub fn transcript(state: &Value) -> &[Value] {
+fn transcript(state: &Value) -> &[Value] {
     state
         .as_map()
         .and_then(|m| m.get("transcript"))
@@ -113,13 +113,13 @@ pub fn transcript(state: &Value) -> &[Value] {
 }
 
 /// The `phase` of a `pi.session` state.
-pub fn phase(state: &Value) -> &str {
+pub(crate) fn phase(state: &Value) -> &str {
     state.as_map().map(|m| str_of(m, "phase")).unwrap_or("")
 }
 
-impl Tracker {
+impl TranscriptProgress {
     /// Marks everything in `state` as already shown.
-    pub fn skip_existing(&mut self, state: &Value) {
+    pub(crate) fn skip_existing(&mut self, state: &Value) {
         for item in transcript(state) {
             if let Some(id) = item.as_map().map(|m| str_of(m, "id")) {
                 self.skip.insert(id.to_owned(), ());
@@ -128,7 +128,7 @@ impl Tracker {
     }
 
     /// What is new in `state` since the last call.
-    pub fn advance(&mut self, state: &Value) -> Vec<Piece> {
+    pub(crate) fn advance(&mut self, state: &Value) -> Vec<Piece> {
         let mut out = Vec::new();
         for item in transcript(state) {
             let Some(m) = item.as_map() else { continue };
@@ -136,8 +136,8 @@ impl Tracker {
             if self.skip.contains_key(&id) {
                 continue;
             }
-            let fresh = !self.progress.contains_key(&id);
-            let p = self.progress.entry(id.clone()).or_default();
+            let fresh = !self.items.contains_key(&id);
+            let p = self.items.entry(id.clone()).or_default();
             if p.settled {
                 continue;
             }
@@ -233,7 +233,7 @@ impl Tracker {
 
 /// Writes pieces for a person: streamed text inline, tools and results indented.
 #[derive(Debug)]
-pub struct Printer {
+pub(crate) struct Printer {
     /// The (item, kind) currently streaming, to know when a new line is needed.
     streaming: Option<(String, &'static str)>,
     at_line_start: bool,
@@ -288,7 +288,7 @@ impl Printer {
     ///
     /// # Errors
     /// The writer's.
-    pub fn print(&mut self, out: &mut impl Write, piece: &Piece) -> std::io::Result<()> {
+    pub(crate) fn print(&mut self, out: &mut impl Write, piece: &Piece) -> std::io::Result<()> {
         match piece {
             Piece::User(text) => {
                 self.ensure_newline(out)?;
@@ -352,7 +352,7 @@ impl Printer {
 }
 
 /// The JSON-lines form of a piece, for `--json`.
-pub fn piece_json(piece: &Piece) -> Value {
+pub(crate) fn piece_json(piece: &Piece) -> Value {
     let mut m = Map::new();
     let mut put = |k: &str, v: Value| {
         m.insert(k, v);
@@ -433,7 +433,7 @@ mod tests {
 
     #[test]
     fn streamed_text_is_shown_once_as_deltas() {
-        let mut t = Tracker::default();
+        let mut t = TranscriptProgress::default();
         let s1 = state(
             r#"{"phase":"turn","transcript":[{"id":"a","role":"assistant","status":"streaming","content":[{"type":"text","text":"Hel"}]}]}"#,
         );
@@ -466,7 +466,7 @@ mod tests {
 
     #[test]
     fn existing_items_are_skipped_and_tools_reported_once() {
-        let mut t = Tracker::default();
+        let mut t = TranscriptProgress::default();
         let before = state(
             r#"{"transcript":[{"id":"old","role":"user","content":[{"type":"text","text":"x"}]}]}"#,
         );

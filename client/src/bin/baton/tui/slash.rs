@@ -69,7 +69,7 @@ output · PgUp/PgDn scroll · Ctrl-C abort (twice while idle: exit) · Ctrl-D de
 
 /// What a submitted line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Command {
+pub(crate) enum SlashCommand {
     /// Plain text: a prompt (or a steer while a turn runs).
     Text(String),
     /// `!cmd` / `!!cmd`.
@@ -117,7 +117,7 @@ fn index(word: &str) -> Option<usize> {
 }
 
 /// Parses a submitted line.
-pub(crate) fn parse(line: &str) -> Command {
+pub(crate) fn parse(line: &str) -> SlashCommand {
     if let Some(rest) = line.strip_prefix("!!") {
         return bash(rest, true);
     }
@@ -130,65 +130,67 @@ pub(crate) fn parse(line: &str) -> Command {
             .strip_prefix('/')
             .filter(|_| line.starts_with("//"))
             .unwrap_or(line);
-        return Command::Text(text.to_owned());
+        return SlashCommand::Text(text.to_owned());
     }
     let (name, rest) = split_word(line);
-    let need = |what: &str| Command::Invalid(format!("{name} needs {what}"));
+    let need = |what: &str| SlashCommand::Invalid(format!("{name} needs {what}"));
     match name {
         "/steer" if rest.is_empty() => need("text"),
-        "/steer" => Command::Steer(rest.to_owned()),
+        "/steer" => SlashCommand::Steer(rest.to_owned()),
         "/queue" => {
             let (sub, args) = split_word(rest);
             match sub {
-                "" | "list" => Command::QueueList,
-                "clear" => Command::QueueClear,
+                "" | "list" => SlashCommand::QueueList,
+                "clear" => SlashCommand::QueueClear,
                 "rm" | "remove" => match index(args) {
-                    Some(i) => Command::QueueRemove(i),
-                    None => Command::Invalid(format!("/queue {sub} needs a number from the list")),
+                    Some(i) => SlashCommand::QueueRemove(i),
+                    None => {
+                        SlashCommand::Invalid(format!("/queue {sub} needs a number from the list"))
+                    }
                 },
                 "edit" => {
                     let (n, text) = split_word(args);
                     match (index(n), text.is_empty()) {
-                        (Some(i), false) => Command::QueueEdit {
+                        (Some(i), false) => SlashCommand::QueueEdit {
                             index: i,
                             text: text.to_owned(),
                         },
-                        _ => Command::Invalid(
+                        _ => SlashCommand::Invalid(
                             "/queue edit needs a number and the new text".to_owned(),
                         ),
                     }
                 }
-                _ => Command::Queue(rest.to_owned()),
+                _ => SlashCommand::Queue(rest.to_owned()),
             }
         }
-        "/abort" => Command::Abort,
+        "/abort" => SlashCommand::Abort,
         "/model" if rest.is_empty() => need("PROVIDER/ID"),
         "/model" => match rest.split_once('/') {
-            Some((p, id)) if !p.is_empty() && !id.is_empty() => Command::Model {
+            Some((p, id)) if !p.is_empty() && !id.is_empty() => SlashCommand::Model {
                 provider: p.to_owned(),
                 id: id.to_owned(),
             },
-            _ => Command::Invalid(format!("/model needs PROVIDER/ID, not {rest:?}")),
+            _ => SlashCommand::Invalid(format!("/model needs PROVIDER/ID, not {rest:?}")),
         },
-        "/thinking" if THINKING_LEVELS.contains(&rest) => Command::Thinking(rest.to_owned()),
-        "/thinking" => Command::Invalid(format!(
+        "/thinking" if THINKING_LEVELS.contains(&rest) => SlashCommand::Thinking(rest.to_owned()),
+        "/thinking" => SlashCommand::Invalid(format!(
             "/thinking needs one of {}",
             THINKING_LEVELS.join(", ")
         )),
-        "/compact" => Command::Compact((!rest.is_empty()).then(|| rest.to_owned())),
-        "/expand" => Command::Expand,
-        "/detach" | "/quit" | "/exit" => Command::Detach,
-        "/help" | "/?" => Command::Help,
-        other => Command::Invalid(format!("unknown command {other}; /help lists them")),
+        "/compact" => SlashCommand::Compact((!rest.is_empty()).then(|| rest.to_owned())),
+        "/expand" => SlashCommand::Expand,
+        "/detach" | "/quit" | "/exit" => SlashCommand::Detach,
+        "/help" | "/?" => SlashCommand::Help,
+        other => SlashCommand::Invalid(format!("unknown command {other}; /help lists them")),
     }
 }
 
-fn bash(rest: &str, exclude: bool) -> Command {
+fn bash(rest: &str, exclude: bool) -> SlashCommand {
     let command = rest.trim();
     if command.is_empty() {
-        return Command::Invalid("! needs a command, e.g. !ls".to_owned());
+        return SlashCommand::Invalid("! needs a command, e.g. !ls".to_owned());
     }
-    Command::Bash {
+    SlashCommand::Bash {
         command: command.to_owned(),
         exclude,
     }
@@ -251,73 +253,81 @@ mod tests {
 
     #[test]
     fn plain_text_and_bang_commands_are_told_apart() {
-        assert_eq!(parse("hello"), Command::Text("hello".into()));
+        assert_eq!(parse("hello"), SlashCommand::Text("hello".into()));
         assert_eq!(
             parse("//etc is a path"),
-            Command::Text("/etc is a path".into())
+            SlashCommand::Text("/etc is a path".into())
         );
         assert_eq!(
             parse("!ls -l"),
-            Command::Bash {
+            SlashCommand::Bash {
                 command: "ls -l".into(),
                 exclude: false
             }
         );
         assert_eq!(
             parse("!!cat secret"),
-            Command::Bash {
+            SlashCommand::Bash {
                 command: "cat secret".into(),
                 exclude: true
             }
         );
-        assert!(matches!(parse("!  "), Command::Invalid(_)));
+        assert!(matches!(parse("!  "), SlashCommand::Invalid(_)));
     }
 
     #[test]
     fn commands_parse_their_arguments_and_name_what_is_missing() {
-        assert_eq!(parse("/steer go left"), Command::Steer("go left".into()));
+        assert_eq!(
+            parse("/steer go left"),
+            SlashCommand::Steer("go left".into())
+        );
         assert_eq!(
             parse("/steer"),
-            Command::Invalid("/steer needs text".into())
+            SlashCommand::Invalid("/steer needs text".into())
         );
         assert_eq!(
             parse("/model openai/gpt-5"),
-            Command::Model {
+            SlashCommand::Model {
                 provider: "openai".into(),
                 id: "gpt-5".into()
             }
         );
-        assert!(matches!(parse("/model gpt"), Command::Invalid(m) if m.contains("PROVIDER/ID")));
-        assert_eq!(parse("/thinking high"), Command::Thinking("high".into()));
-        assert!(matches!(parse("/thinking max"), Command::Invalid(m) if m.contains("xhigh")));
-        assert_eq!(parse("/compact"), Command::Compact(None));
+        assert!(
+            matches!(parse("/model gpt"), SlashCommand::Invalid(m) if m.contains("PROVIDER/ID"))
+        );
+        assert_eq!(
+            parse("/thinking high"),
+            SlashCommand::Thinking("high".into())
+        );
+        assert!(matches!(parse("/thinking max"), SlashCommand::Invalid(m) if m.contains("xhigh")));
+        assert_eq!(parse("/compact"), SlashCommand::Compact(None));
         assert_eq!(
             parse("/compact keep the plan"),
-            Command::Compact(Some("keep the plan".into()))
+            SlashCommand::Compact(Some("keep the plan".into()))
         );
         assert!(
-            matches!(parse("/frob"), Command::Invalid(m) if m.contains("unknown command /frob"))
+            matches!(parse("/frob"), SlashCommand::Invalid(m) if m.contains("unknown command /frob"))
         );
     }
 
     #[test]
     fn queue_subcommands_number_entries_from_one() {
-        assert_eq!(parse("/queue"), Command::QueueList);
+        assert_eq!(parse("/queue"), SlashCommand::QueueList);
         assert_eq!(
             parse("/queue then run the tests"),
-            Command::Queue("then run the tests".into())
+            SlashCommand::Queue("then run the tests".into())
         );
-        assert_eq!(parse("/queue rm 2"), Command::QueueRemove(1));
+        assert_eq!(parse("/queue rm 2"), SlashCommand::QueueRemove(1));
         assert_eq!(
             parse("/queue edit 1 new text"),
-            Command::QueueEdit {
+            SlashCommand::QueueEdit {
                 index: 0,
                 text: "new text".into()
             }
         );
-        assert_eq!(parse("/queue clear"), Command::QueueClear);
-        assert!(matches!(parse("/queue rm 0"), Command::Invalid(_)));
-        assert!(matches!(parse("/queue edit 1"), Command::Invalid(_)));
+        assert_eq!(parse("/queue clear"), SlashCommand::QueueClear);
+        assert!(matches!(parse("/queue rm 0"), SlashCommand::Invalid(_)));
+        assert!(matches!(parse("/queue edit 1"), SlashCommand::Invalid(_)));
     }
 
     #[test]
