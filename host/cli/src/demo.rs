@@ -1,7 +1,7 @@
 //! `baton-host demo`: an embedded host on a temporary Unix socket, driven through the real
 //! protocol by `baton-client`, streaming a scripted conversation with a tool call.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -28,14 +28,16 @@ fn call(service: &str, member: &str, args: Vec<Value>) -> Value {
     ServiceCall::new(service, member, args).into_value()
 }
 
-/// Prints each item of a `pi.session` transcript (see `docs/services.md`) once, when it has
-/// settled: the prompt, the assistant's text and tool calls, each tool's result.
+/// Prints a `pi.session` transcript (see `docs/services.md`) as it grows: the prompt, the
+/// assistant's reply text as it streams, each tool call once, each tool's result once it has
+/// settled. It works from whole states, remembering how much of each item it has shown.
 #[derive(Debug, Default)]
-struct Settled {
-    shown: HashSet<String>,
+struct Progress {
+    /// Per item id: bytes of reply text printed, and how many content blocks are done with.
+    items: HashMap<String, (usize, usize)>,
 }
 
-impl Settled {
+impl Progress {
     fn print(&mut self, out: &mut impl Write, state: &Value) -> std::io::Result<()> {
         let str_of = |m: &Map, k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
         let items = state
@@ -44,15 +46,17 @@ impl Settled {
             .and_then(Value::as_array)
             .map_or(&[][..], Vec::as_slice);
         for item in items.iter().filter_map(Value::as_map) {
-            let status = str_of(item, "status");
-            if status == "streaming"
-                || status == "running"
-                || !self.shown.insert(str_of(item, "id"))
-            {
+            let (role, status) = (str_of(item, "role"), str_of(item, "status"));
+            // A tool's result is shown whole, once it has settled.
+            if role == "tool" && status == "running" {
                 continue;
             }
-            let role = str_of(item, "role");
-            if role == "tool" {
+            let (text_shown, blocks_done) = self.items.entry(str_of(item, "id")).or_default();
+            let blocks = item
+                .get("content")
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice);
+            if role == "tool" && *blocks_done == 0 {
                 let failed = item.get("isError").and_then(Value::as_bool) == Some(true);
                 writeln!(
                     out,
@@ -61,12 +65,29 @@ impl Settled {
                     str_of(item, "toolName")
                 )?;
             }
-            let blocks = item.get("content").and_then(Value::as_array);
-            for block in blocks.into_iter().flatten().filter_map(Value::as_map) {
+            for (index, block) in blocks.iter().enumerate().skip(*blocks_done) {
+                let Some(block) = block.as_map() else {
+                    continue;
+                };
+                let last = index + 1 == blocks.len();
                 match (role.as_str(), str_of(block, "type").as_str()) {
                     ("user", "text") => writeln!(out, "> {}", str_of(block, "text"))?,
-                    ("assistant", "text") => writeln!(out, "{}", str_of(block, "text"))?,
+                    ("assistant", "text") => {
+                        // The streaming block grows: print what is new; a later block means
+                        // this one is complete.
+                        let text = str_of(block, "text");
+                        let new = text.get(*text_shown..).unwrap_or("");
+                        write!(out, "{new}")?;
+                        *text_shown = text.len();
+                        if last && status == "streaming" {
+                            break;
+                        }
+                        writeln!(out)?;
+                    }
                     ("assistant", "toolCall") => {
+                        if last && status == "streaming" {
+                            break;
+                        }
                         let arguments = block.get("arguments").unwrap_or(&Value::Null);
                         writeln!(out, "→ {} {arguments}", str_of(block, "name"))?;
                     }
@@ -77,6 +98,8 @@ impl Settled {
                     }
                     _ => {}
                 }
+                *text_shown = 0;
+                *blocks_done = index + 1;
             }
         }
         out.flush()
@@ -168,7 +191,7 @@ async fn converse(socket: &std::path::Path) -> Result<(), Failure> {
             .await
             .map_err(|e| Failure::from_error("subscribe failed", &e))?;
 
-        let mut settled = Settled::default();
+        let mut progress = Progress::default();
         let (mut updates, mut appends) = (0usize, 0usize);
         let request = session.request(call("pi.session", "prompt", vec![Value::from(PROMPT)]));
         tokio::pin!(request);
@@ -190,11 +213,11 @@ async fn converse(socket: &std::path::Path) -> Result<(), Failure> {
                 },
             }
             let state = sub.state().value(None, "state").cloned().unwrap_or(Value::Null);
-            settled.print(&mut out, &state).map_err(io("output error"))?;
+            progress.print(&mut out, &state).map_err(io("output error"))?;
         };
         // Updates precede the response on the wire: the replica holds the final state.
         let state = sub.state().value(None, "state").cloned().unwrap_or(Value::Null);
-        settled.print(&mut out, &state).map_err(io("output error"))?;
+        progress.print(&mut out, &state).map_err(io("output error"))?;
         let reply = reply
             .map_err(|e| Failure::from_error("prompt failed", &e))?
             .into_value();
