@@ -28,6 +28,7 @@
 //! pumps and the runtime.
 
 mod access;
+mod args;
 mod directory;
 mod errors;
 mod idle;
