@@ -17,12 +17,13 @@
 //! Lock order: the session's lock, then [`SessionFeed`]'s. Directory refreshes (which read
 //! the session) run on the session's pump task, never under either lock.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use baton_protocol::Value;
 use baton_protocol::chord::Op;
 use baton_server::Publisher;
 use baton_server::chord::SubscriptionSnapshot;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -93,7 +94,7 @@ impl FeedState {
 
 impl SessionFeed {
     fn lock(&self) -> MutexGuard<'_, FeedState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock()
     }
 }
 
@@ -203,18 +204,14 @@ impl LiveSession {
 
     /// Keeps the pump's task so [`LiveSession::stop_pump`] can wait for it.
     pub(crate) fn set_pump(&self, handle: JoinHandle<()>) {
-        *self.pump.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
+        *self.pump.lock() = Some(handle);
     }
 
     /// Stops publishing and the pump, and waits until the pump has ended.
     pub(crate) async fn stop_pump(&self) {
         self.session.unobserve(self.observer);
         self.stop.cancel();
-        let handle = self
-            .pump
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let handle = self.pump.lock().take();
         if let Some(h) = handle {
             let _ = h.await;
         }
