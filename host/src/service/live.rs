@@ -147,13 +147,10 @@ impl SessionObserver for SessionFeed {
 pub(crate) struct LiveSession {
     pub(crate) id: String,
     pub(crate) session: SessionRuntime,
-    pub(crate) directory: Arc<Directory>,
     published: Arc<SessionFeed>,
     observer: ObserverId,
     /// Stops the pump.
     pub(crate) stop: CancellationToken,
-    /// Fired when the host ends the handle by itself (the session was removed under it).
-    pub(crate) terminated: CancellationToken,
     pump: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -169,7 +166,6 @@ impl LiveSession {
     /// The session's state has no protocol form.
     pub(crate) fn new(
         session: SessionRuntime,
-        directory: Arc<Directory>,
         stop: CancellationToken,
     ) -> Result<(Arc<Self>, MetaChanges), MapError> {
         let session_id = session.id().to_owned();
@@ -192,11 +188,9 @@ impl LiveSession {
         let live = Arc::new(Self {
             id: session.id().to_owned(),
             session,
-            directory,
             published: Arc::clone(&published),
             observer,
             stop,
-            terminated: CancellationToken::new(),
             pump: Mutex::new(None),
         });
         Ok((live, MetaChanges(published)))
@@ -297,8 +291,8 @@ fn touches_directory(change: Change<'_>) -> bool {
 }
 
 /// Until stopped: publishes streamed text that is waiting (everything queued since it last
-/// ran, as one update), and keeps `live`'s directory entry current.
-pub(crate) async fn pump(live: Arc<LiveSession>, changes: MetaChanges) {
+/// ran, as one update), and keeps `live`'s entry in `directory` current.
+pub(crate) async fn pump(live: Arc<LiveSession>, changes: MetaChanges, directory: Arc<Directory>) {
     let published = &changes.0;
     loop {
         tokio::select! {
@@ -308,7 +302,7 @@ pub(crate) async fn pump(live: Arc<LiveSession>, changes: MetaChanges) {
                 live.session.with_view(|view| published.lock().flush(view));
             }
             () = published.meta_changed.notified() => {
-                live.directory.upsert(live.session.meta());
+                directory.upsert(live.session.meta());
             }
         }
     }
@@ -362,14 +356,16 @@ mod tests {
         let m = manager(dir.path());
         let id = m.create(CreateOptions::default()).unwrap();
         let session = m.open(&id).unwrap();
-        let (live, changes) = LiveSession::new(
-            session.clone(),
-            Arc::new(Directory::new(Vec::new())),
-            CancellationToken::new(),
-        )
-        .unwrap();
+        let (live, changes) = LiveSession::new(session.clone(), CancellationToken::new()).unwrap();
+        let directory = Arc::new(Directory::new(
+            Vec::new(),
+            Arc::new(crate::service::residency::Residency::default()),
+        ));
         let tracker = TaskTracker::new();
-        live.set_pump(spawn_tracked(&tracker, pump(Arc::clone(&live), changes)));
+        live.set_pump(spawn_tracked(
+            &tracker,
+            pump(Arc::clone(&live), changes, directory),
+        ));
         session.prompt("run `echo hi`").await.unwrap();
         // SessionFeed synchronously: as soon as the turn has settled, so has the state.
         let (value, sequence) = live.current();

@@ -53,7 +53,7 @@ pub struct SessionLease {
 impl SessionLease {
     pub(crate) fn new(shared: Arc<Shared>, live: Arc<LiveSession>) -> Self {
         let owner = shared.owner();
-        live.directory.attached(&live.id, true);
+        shared.directory.attached(&live.id, true);
         Self {
             shared,
             live,
@@ -469,7 +469,7 @@ impl ServiceScope for SessionLease {
     async fn release(&self, _ctx: Context) -> Result<(), ServiceError> {
         self.leave();
         self.live.drop_owner(self.owner);
-        self.live.directory.attached(&self.live.id, false);
+        self.shared.directory.attached(&self.live.id, false);
         Ok(())
     }
 }
