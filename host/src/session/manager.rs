@@ -380,7 +380,8 @@ impl SessionManager {
         })
     }
 
-    /// Whether session `id` is open (held in memory) now.
+    /// Whether the runtime of session `id` is loaded (held in memory). Whether a served
+    /// session is open to clients is the service layer's answer (`ServiceHost::is_open`).
     pub fn is_open(&self, id: &str) -> bool {
         self.lock().contains_key(id)
     }
