@@ -1,7 +1,8 @@
-//! Bounded hosts (issue 12, item 4): idle sessions close and reopen on attach, the open
-//! session cap, the per-owner session cap. Idle time is virtual: each test pauses tokio's
-//! clock only to jump it past the timeout, then waits for the effect as an event (the
-//! directory publishing `closed`), never for real time.
+//! Bounded hosts: idle sessions close and reopen on attach, the open session cap, the
+//! per-owner session cap, and every place that shows whether a session is open agreeing
+//! through all of it. Idle time is virtual: each test pauses tokio's clock only to jump it
+//! past the timeout, then waits for the effect as an event (the directory publishing
+//! `closed`), never for real time.
 
 #![allow(
     clippy::unwrap_used,
@@ -87,6 +88,52 @@ fn transcript(state: &Value) -> Vec<Value> {
         .as_array()
         .cloned()
         .unwrap_or_default()
+}
+
+/// Whether each of `ids` is open reads the same wherever it shows: the directory lists it
+/// `closed` exactly when the host has it closed (and a removed one not at all), the manager
+/// has its runtime loaded exactly then, and the server holds a handle for exactly the open
+/// sessions (once a released handle's `terminated` has reached it).
+async fn assert_agree(h: &Harness, ids: &[&String], when: &str) {
+    let list = h.host.directory();
+    let mut open = 0;
+    for id in ids {
+        let is_open = h.host.is_open(id);
+        open += usize::from(is_open);
+        if entry(&list, id).is_null() {
+            assert!(!is_open, "{when}: {id} is open but not listed");
+        } else {
+            assert_eq!(
+                phase(&list, id) != "closed",
+                is_open,
+                "{when}: the directory's phase of {id}"
+            );
+        }
+        assert_eq!(
+            h.host.manager().is_open(id),
+            is_open,
+            "{when}: the manager's runtime of {id}"
+        );
+    }
+    assert_eq!(h.host.open_sessions(), open, "{when}: the open count");
+    guard(when, async {
+        while h.server.hosted_session_count() != open {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+}
+
+async fn remove(client: &Client, id: &str) {
+    guard(
+        "remove",
+        client.request(
+            client.server_target(),
+            call("pi.session-management", "remove", vec![Value::from(id)]),
+        ),
+    )
+    .await
+    .unwrap();
 }
 
 /// Moves tokio's clock past `by` in one jump (timers due by then fire), then lets real time
@@ -326,6 +373,7 @@ async fn an_attach_racing_the_idle_close_gets_an_open_session_never_an_error() {
             phase(s, &id) == "idle" && attached(s, &id) == Some(1)
         })
         .await;
+        assert_agree(&h, &[&id], &format!("round {round}")).await;
     }
     h.stop().await;
 }
@@ -494,19 +542,58 @@ async fn create_over_the_per_owner_limit_answers_busy_and_counts_each_identity_a
     assert!(h.try_create(&tcp).await.unwrap_err().is(ErrorCode::Busy));
 
     // Removing a session gives its owner the place back.
-    guard(
-        "remove",
-        unix.request(
-            unix.server_target(),
-            call(
-                "pi.session-management",
-                "remove",
-                vec![Value::from(first.as_str())],
-            ),
-        ),
-    )
-    .await
-    .unwrap();
+    remove(&unix, &first).await;
     h.create(&unix).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn the_directory_lists_a_session_closed_exactly_when_the_host_has_it_closed() {
+    let mut limits = idle_after(IDLE);
+    limits.max_open_sessions = 2;
+    let h = Harness::start(limits).await;
+    let client = h.client().await;
+    let dir = directory(&client).await;
+    let (a, b, c) = (
+        h.create(&client).await,
+        h.create(&client).await,
+        h.create(&client).await,
+    );
+    let all = [&a, &b, &c];
+    assert_agree(&h, &all, "created").await;
+
+    for id in [&a, &b] {
+        guard("attach", client.attach(id)).await.unwrap();
+        assert_agree(&h, &all, "attached").await;
+        guard("detach", client.detach()).await.unwrap();
+        assert_agree(&h, &all, "detached").await;
+    }
+    // At the cap: c's open closes a, the least recently used idle session.
+    guard("attach c", client.attach(&c)).await.unwrap();
+    assert_agree(&h, &all, "a evicted").await;
+    until(&dir, "sessions", |s| phase(s, &a) == "closed").await;
+
+    // Removing an open session and a closed one.
+    remove(&client, &b).await;
+    assert_agree(&h, &all, "open b removed").await;
+    remove(&client, &a).await;
+    assert_agree(&h, &all, "closed a removed").await;
+
+    // Idle close, then the reopen.
+    guard("detach c", client.detach()).await.unwrap();
+    until(&dir, "sessions", |s| attached(s, &c) == Some(0)).await;
+    jump(IDLE + Duration::from_secs(1)).await;
+    // Wait for the host's own answer, then the directory must already say the same (the
+    // reaper forgets the session and tells the directory without yielding in between).
+    guard("the idle close", async {
+        while h.host.is_open(&c) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert_agree(&h, &all, "c closed idle").await;
+    until(&dir, "sessions", |s| phase(s, &c) == "closed").await;
+    guard("re-attach c", client.attach(&c)).await.unwrap();
+    assert_agree(&h, &all, "c reopened").await;
     h.stop().await;
 }

@@ -12,15 +12,26 @@
 //! * concurrent opens of one session share one `open_session` and its failure;
 //! * a terminated session releases its attachments (each client gets `attachment: null`);
 //! * a disconnect releases the attachment without publishing anything.
+//!
+//! # What the router keeps
+//! Whether a session is open is the host's fact, not the router's. The router keeps what
+//! routing needs: each connection's binding, and a cache of the session handles it got from
+//! [`ServerHost::open_session`], keyed by the canonical id the host's `resolve_session`
+//! answered. The host invalidates a cached handle in two ways, and the router never decides
+//! it by itself: the handle's `terminated` resolves (the router forgets it and releases its
+//! attachments), or its `lease` answers [`ServiceError::SessionReleased`] (the router forgets
+//! it and opens the session afresh, up to [`MAX_ATTACH_ATTEMPTS`] times). A handle the router
+//! still holds may therefore be one the host has let go of; it is never used past a lease.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 
 use baton_protocol::{Id, ServerId, SessionTarget, WireError};
+use parking_lot::Mutex;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -42,15 +53,11 @@ type Lease<H> = <<H as ServerHost>::Session as SessionHandle>::Lease;
 type Parts<H> = (Arc<Router<H>>, Arc<ClientSlot<H>>);
 type OpenCell<H> = Arc<OnceCell<Result<Arc<Hosted<H>>, WireError>>>;
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// How many times one attach opens a session whose host keeps releasing it under the attach
 /// ([`ServiceError::SessionReleased`]) before it answers `busy`.
 pub const MAX_ATTACH_ATTEMPTS: usize = 3;
 
-/// One hosted session.
+/// One cached session handle, shared by every attachment to the session.
 struct Hosted<H: ServerHost> {
     session_id: String,
     handle: Arc<H::Session>,
@@ -96,7 +103,8 @@ pub(crate) struct Router<H: ServerHost> {
     host: Arc<H>,
     server_id: ServerId,
     closing: AtomicBool,
-    sessions: Mutex<HashMap<String, OpenCell<H>>>,
+    /// The handle cache: by canonical session id, the open (or opening) handle.
+    handles: Mutex<HashMap<String, OpenCell<H>>>,
     clients: Mutex<HashMap<ConnectionId, Arc<ClientSlot<H>>>>,
     opens: TaskTracker,
     tasks: TaskTracker,
@@ -118,7 +126,7 @@ impl<H: ServerHost> Router<H> {
             host,
             server_id,
             closing: AtomicBool::new(false),
-            sessions: Mutex::new(HashMap::new()),
+            handles: Mutex::new(HashMap::new()),
             clients: Mutex::new(HashMap::new()),
             opens: TaskTracker::new(),
             tasks,
@@ -130,7 +138,7 @@ impl<H: ServerHost> Router<H> {
         self.closing.load(Ordering::Acquire)
     }
 
-    /// From now on attaches and session calls fail with `server_draining`.
+    /// Makes later attaches and session calls fail with `server_draining`.
     pub(crate) fn set_closing(&self) {
         self.closing.store(true, Ordering::Release);
     }
@@ -149,7 +157,7 @@ impl<H: ServerHost> Router<H> {
             disconnected: AtomicBool::new(false),
             current: tokio::sync::Mutex::new(None),
         });
-        lock(&self.clients).insert(conn_id, Arc::clone(&slot));
+        self.clients.lock().insert(conn_id, Arc::clone(&slot));
         Presentation {
             inner: Arc::new(ClientPresentation {
                 router: Arc::downgrade(self),
@@ -158,9 +166,9 @@ impl<H: ServerHost> Router<H> {
         }
     }
 
-    /// Sessions hosted now (opened, or opening).
+    /// Session handles held now (opened, or opening).
     pub(crate) fn hosted_count(&self) -> usize {
-        lock(&self.sessions).len()
+        self.handles.lock().len()
     }
 
     /// The live connections whose peer identity satisfies `matches`.
@@ -168,7 +176,8 @@ impl<H: ServerHost> Router<H> {
         &self,
         matches: impl Fn(&crate::identity::PeerIdentity) -> bool,
     ) -> Vec<Arc<ConnShared>> {
-        lock(&self.clients)
+        self.clients
+            .lock()
             .values()
             .filter(|slot| matches(slot.peer.identity()))
             .filter_map(|slot| slot.conn.upgrade())
@@ -184,7 +193,7 @@ impl<H: ServerHost> Router<H> {
         publisher: Publisher,
         ctx: Context,
     ) -> CallResult {
-        let slot = lock(&self.clients).get(&conn_id).cloned();
+        let slot = self.clients.lock().get(&conn_id).cloned();
         let Some(slot) = slot else {
             return Err(draining());
         };
@@ -218,7 +227,7 @@ impl<H: ServerHost> Router<H> {
 
     /// The connection is gone: release its attachment without publishing.
     pub(crate) async fn disconnect(&self, conn_id: ConnectionId) {
-        let slot = lock(&self.clients).remove(&conn_id);
+        let slot = self.clients.lock().remove(&conn_id);
         let Some(slot) = slot else {
             return;
         };
@@ -263,18 +272,21 @@ impl<H: ServerHost> Router<H> {
             if let Some(previous) = current.take() {
                 release(slot, previous, false, ctx.clone()).await;
             }
-            lock(&hosted.clients).insert(slot.conn_id, Arc::downgrade(slot));
+            hosted
+                .clients
+                .lock()
+                .insert(slot.conn_id, Arc::downgrade(slot));
             match guarded("session lease", hosted.handle.lease(ctx.clone())).await {
                 Ok(lease) => break (hosted, Arc::new(lease)),
                 Err(ServiceError::SessionReleased) if attempts < MAX_ATTACH_ATTEMPTS => {
                     // The host closed the session between our open and this lease (its
                     // `terminated` may not have reached the watcher yet): open it afresh.
-                    lock(&hosted.clients).remove(&slot.conn_id);
+                    hosted.clients.lock().remove(&slot.conn_id);
                     self.forget(&hosted);
                     tracing::debug!(session = %hosted.session_id, attempts, "session released by its host while attaching; opening it again");
                 }
                 Err(e) => {
-                    lock(&hosted.clients).remove(&slot.conn_id);
+                    hosted.clients.lock().remove(&slot.conn_id);
                     return Err(e);
                 }
             }
@@ -285,7 +297,7 @@ impl<H: ServerHost> Router<H> {
             || self.is_closing()
             || slot.disconnected.load(Ordering::Acquire)
         {
-            lock(&hosted.clients).remove(&slot.conn_id);
+            hosted.clients.lock().remove(&slot.conn_id);
             if let Err(e) = guarded("release", lease.release(ctx)).await {
                 report("releasing a lease acquired while the session ended", &e);
             }
@@ -328,7 +340,7 @@ impl<H: ServerHost> Router<H> {
         )
         .await?;
         let key = metadata.session_id().to_owned();
-        let cell = Arc::clone(lock(&self.sessions).entry(key.clone()).or_default());
+        let cell = Arc::clone(self.handles.lock().entry(key.clone()).or_default());
         let open_ctx = Context::new(self.shutdown.child_token(), ctx.peer_arc());
         let result = cell
             .get_or_init(|| {
@@ -353,7 +365,7 @@ impl<H: ServerHost> Router<H> {
             .clone();
         if result.is_err() {
             // Failure is shared by everyone who waited; the next attach tries again.
-            lock(&self.sessions).retain(|_, c| !Arc::ptr_eq(c, &cell));
+            self.handles.lock().retain(|_, c| !Arc::ptr_eq(c, &cell));
         }
         result.map_err(ServiceError::Remote)
     }
@@ -407,15 +419,17 @@ impl<H: ServerHost> Router<H> {
     }
 
     fn forget(&self, hosted: &Arc<Hosted<H>>) {
-        let mut sessions = lock(&self.sessions);
+        let mut handles = self.handles.lock();
         hosted.invalidated.store(true, Ordering::Release);
         hosted.stop.cancel();
-        sessions.retain(|_, cell| !matches!(cell.get(), Some(Ok(h)) if Arc::ptr_eq(h, hosted)));
+        handles.retain(|_, cell| !matches!(cell.get(), Some(Ok(h)) if Arc::ptr_eq(h, hosted)));
     }
 
     /// Releases every attachment of `hosted`, publishing `attachment: null` to each client.
     async fn release_all(&self, hosted: &Arc<Hosted<H>>) {
-        let clients: Vec<_> = lock(&hosted.clients)
+        let clients: Vec<_> = hosted
+            .clients
+            .lock()
             .values()
             .filter_map(Weak::upgrade)
             .collect();
@@ -446,7 +460,7 @@ impl<H: ServerHost> Router<H> {
         if self.is_closing() {
             return Err(draining());
         }
-        let mut cell = lock(&self.sessions).get(&session_id).cloned();
+        let mut cell = self.handles.lock().get(&session_id).cloned();
         if cell.is_none()
             && let Ok(metadata) = guarded(
                 "resolve_session",
@@ -454,7 +468,7 @@ impl<H: ServerHost> Router<H> {
             )
             .await
         {
-            cell = lock(&self.sessions).get(metadata.session_id()).cloned();
+            cell = self.handles.lock().get(metadata.session_id()).cloned();
         }
         let Some(cell) = cell else {
             return Ok(());
@@ -466,7 +480,7 @@ impl<H: ServerHost> Router<H> {
             .clone();
         let Ok(hosted) = opened else {
             // A failed (or abandoned) open: forget it so a later attach opens afresh.
-            lock(&self.sessions).retain(|_, c| !Arc::ptr_eq(c, &cell));
+            self.handles.lock().retain(|_, c| !Arc::ptr_eq(c, &cell));
             return Ok(());
         };
         self.forget(&hosted);
@@ -481,11 +495,11 @@ impl<H: ServerHost> Router<H> {
         self.set_closing();
         self.opens.close();
         self.opens.wait().await;
-        let remaining: Vec<_> = lock(&self.clients).keys().copied().collect();
+        let remaining: Vec<_> = self.clients.lock().keys().copied().collect();
         for conn_id in remaining {
             self.disconnect(conn_id).await;
         }
-        let cells: Vec<_> = lock(&self.sessions).drain().map(|(_, c)| c).collect();
+        let cells: Vec<_> = self.handles.lock().drain().map(|(_, c)| c).collect();
         let mut failures = Vec::new();
         for cell in cells {
             if let Some(Ok(hosted)) = cell.get() {
@@ -519,7 +533,7 @@ async fn release<H: ServerHost>(
     if let Err(e) = guarded("release", attachment.lease.release(ctx)).await {
         report("releasing session attachment", &e);
     }
-    lock(&attachment.hosted.clients).remove(&slot.conn_id);
+    attachment.hosted.clients.lock().remove(&slot.conn_id);
     tracing::debug!(session = %attachment.hosted.session_id, attachment = %attachment.attachment_id, publish, "attachment released");
     if publish {
         slot.publish(None);

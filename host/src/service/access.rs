@@ -8,7 +8,7 @@
 //! | Unix peer with another uid | refused at the listener | refused at the listener |
 //! | TLS with a verified client certificate | owns what it creates | `ungranted_tls` (default: owns what it creates) |
 //! | TLS without a certificate | refused at the listener | refused at the listener |
-//! | plain TCP (loopback) | admin (today's rights; a warning at startup) | refused at the listener |
+//! | plain TCP (loopback) | admin (a warning at startup) | refused at the listener |
 //!
 //! An identity named by a grant has exactly what its grants give, plus, always, every right
 //! on the sessions it created (an owner may operate and remove them). `[[deny]]` refuses an
@@ -19,10 +19,11 @@
 //! `forbidden`.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use baton_protocol::ErrorCode;
 use baton_server::{PeerIdentity, ServiceError};
+use parking_lot::RwLock;
 
 use super::limits::owner_key;
 use super::policy::{AccessPolicy, Role, Ungranted};
@@ -213,12 +214,12 @@ impl Access {
 
     /// The policy in force.
     pub(crate) fn current(&self) -> Arc<Option<AccessPolicy>> {
-        Arc::clone(&self.policy.read().unwrap_or_else(PoisonError::into_inner))
+        Arc::clone(&self.policy.read())
     }
 
     /// Puts `policy` in force; returns the one it replaced.
     pub(crate) fn replace(&self, policy: Option<AccessPolicy>) -> Arc<Option<AccessPolicy>> {
-        let mut current = self.policy.write().unwrap_or_else(PoisonError::into_inner);
+        let mut current = self.policy.write();
         std::mem::replace(&mut *current, Arc::new(policy))
     }
 
@@ -288,7 +289,7 @@ pub(crate) fn rights(
             rights.create = policy.is_none_or(|p| p.ungranted_tls == Ungranted::Own);
             rights
         }
-        // Plain TCP keeps today's rights without a policy (docs/host.md warns).
+        // Without a policy plain TCP (loopback only) is admin; docs/host.md warns.
         PeerIdentity::Tcp { .. } if policy.is_none() => Rights::admin(rights.key),
         _ => rights,
     }
@@ -351,7 +352,7 @@ mod tests {
             addr: SocketAddr::from(([127, 0, 0, 1], 3)),
         };
         assert!(!r(&anonymous).admitted());
-        assert!(r(&tcp()).admin, "tcp keeps today's rights without a policy");
+        assert!(r(&tcp()).admin, "tcp is admin without a policy");
         assert!(rights(HOST, None, None).admin, "in-process calls");
     }
 

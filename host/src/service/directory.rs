@@ -1,32 +1,37 @@
 //! `pi.session-directory`: every session on disk, with the live phase and attached-client
-//! count of the hosted ones, published as diffs of the whole list (it changes a few times
-//! per turn at most, and is small).
+//! count of the open ones, published as diffs of the whole list (it changes a few times per
+//! turn at most, and is small).
 //!
-//! It is also where the host's limits are counted, since every fact they need passes
-//! through here: which sessions are open, how many clients each has, its phase (the pump
-//! upserts every phase change), and who created it. An open session with no client and an
-//! idle phase carries an *idle since* instant; the idle reaper (`super::idle`) reads those,
-//! and [`Directory::idle_changed`] wakes it when one starts.
+//! What it keeps per session: its metadata (the pump upserts every phase change), how many
+//! clients are attached, who created it, and whether it is being removed. Whether a session
+//! is open it does not keep: it asks the residency (`super::residency`) at every change,
+//! under its own lock, and lists a session that is not open as `closed`. From those facts it
+//! runs the idle clocks (`super::idle_clock`: an open session with no client and an idle
+//! phase is idle) and counts each owner's sessions (`super::owners`); the idle reaper
+//! (`super::idle`) reads the clocks, and [`Directory::idle_changed`] wakes it when one starts.
 //!
 //! Each caller sees only the sessions it may see (`super::access`): subscribers are grouped
 //! by their [`Sight`], and each group has its own list, sequence and diffs. An invisible
 //! session is never listed and does not resolve (`session_not_found`), so a prefix cannot
 //! reveal it either.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use baton_protocol::Value;
 use baton_protocol::chord::diff;
 use baton_server::chord::SubscriptionSnapshot;
 use baton_server::{Publisher, ServiceError};
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::access::{Rights, Sight};
-use super::errors::too_many_owned;
+use super::idle_clock::IdleClocks;
+use super::owners::OwnerCounts;
 use super::publish::{Owner, Subscribers, snapshot};
+use super::residency::OpenSessions;
 use super::wire::{meta_value, phase_text};
 use crate::session::{Phase, SessionMeta};
 
@@ -42,31 +47,26 @@ pub(crate) const MIN_PREFIX: usize = 8;
 #[derive(Debug)]
 struct Entry {
     meta: SessionMeta,
-    /// Hosted by the server (a handle is open).
-    open: bool,
     attached: usize,
-    /// Being removed: no longer resolvable.
+    /// Being removed: not resolvable.
     removing: bool,
-    /// Who created it (`super::limits::owner_key`), when this host created it.
+    /// Who created it (`super::limits::owner_key`), as its header or this host recorded.
     owner: Option<String>,
-    /// Open, no attached client, phase idle: since when.
-    idle_since: Option<Instant>,
 }
 
 impl Entry {
     fn new(meta: SessionMeta) -> Self {
         Self {
             meta,
-            open: false,
             attached: 0,
             removing: false,
             owner: None,
-            idle_since: None,
         }
     }
 
-    fn is_idle(&self) -> bool {
-        self.open && self.attached == 0 && self.meta.phase == Phase::Idle
+    /// Idle, if it is open: no attached client, phase idle.
+    fn is_quiet(&self) -> bool {
+        self.attached == 0 && self.meta.phase == Phase::Idle
     }
 }
 
@@ -87,16 +87,20 @@ struct Inner {
     /// The whole list (every session), for the host itself.
     value: Value,
     views: Vec<View>,
-    /// Creates in progress, by owner (counted against the owner's limit).
-    pending: HashMap<String, usize>,
+    /// Creates in progress, counted against their owner's limit.
+    owners: OwnerCounts,
+    /// Since when each idle session has been idle.
+    idle: IdleClocks,
 }
 
 /// The directory of a host.
 #[derive(Debug)]
 pub(crate) struct Directory {
     inner: Mutex<Inner>,
+    /// Which sessions are open: asked, never kept.
+    open: Arc<dyn OpenSessions>,
     /// Notified when a session becomes idle.
-    idle: Notify,
+    became_idle: Notify,
 }
 
 /// A place for one more session of `owner`, held while it is created
@@ -122,31 +126,28 @@ impl OwnerClaim<'_> {
             entries[i].meta = meta;
             entries[i].owner = Some(owner);
         });
-        // `Drop` gives the pending place back now that the entry counts instead.
+        // `Drop` settles the pending claim: the listed entry counts instead.
     }
 }
 
 impl Drop for OwnerClaim<'_> {
     fn drop(&mut self) {
-        let mut inner = self.directory.lock();
-        if let Some(n) = inner.pending.get_mut(&self.owner) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                inner.pending.remove(&self.owner);
-            }
-        }
+        self.directory.lock().owners.settle(&self.owner);
     }
 }
 
 impl Directory {
-    /// A directory of `metas`, owned by nobody known.
+    /// A directory of `metas`, owned by nobody known, whose open sessions `open` names.
     #[cfg(test)]
-    pub(crate) fn new(metas: Vec<SessionMeta>) -> Self {
-        Self::with_owners(metas.into_iter().map(|m| (m, None)).collect())
+    pub(crate) fn new(metas: Vec<SessionMeta>, open: Arc<dyn OpenSessions>) -> Self {
+        Self::with_owners(metas.into_iter().map(|m| (m, None)).collect(), open)
     }
 
-    /// A directory of sessions with their recorded owners.
-    pub(crate) fn with_owners(sessions: Vec<(SessionMeta, Option<String>)>) -> Self {
+    /// A directory of sessions with their recorded owners, whose open sessions `open` names.
+    pub(crate) fn with_owners(
+        sessions: Vec<(SessionMeta, Option<String>)>,
+        open: Arc<dyn OpenSessions>,
+    ) -> Self {
         let entries = sessions
             .into_iter()
             .map(|(meta, owner)| Entry {
@@ -158,17 +159,19 @@ impl Directory {
             entries,
             value: Value::Array(Vec::new()),
             views: Vec::new(),
-            pending: HashMap::new(),
+            owners: OwnerCounts::default(),
+            idle: IdleClocks::default(),
         };
-        inner.value = inner.render(&Sight::all());
+        inner.value = render(&inner.entries, &Sight::all(), &open.open_ids());
         Self {
             inner: Mutex::new(inner),
-            idle: Notify::new(),
+            open,
+            became_idle: Notify::new(),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner.lock()
     }
 
     /// The canonical id for `id_or_prefix` among the sessions `rights` sees: an exact id, or
@@ -199,14 +202,15 @@ impl Directory {
         }
     }
 
-    /// The whole list.
+    /// The whole list, as last published.
     pub(crate) fn value(&self) -> Value {
         self.lock().value.clone()
     }
 
-    /// The list as `sight` sees it.
+    /// The list as `sight` sees it now.
     pub(crate) fn value_for(&self, sight: &Sight) -> Value {
-        self.lock().render(sight)
+        let inner = self.lock();
+        render(&inner.entries, sight, &self.open.open_ids())
     }
 
     /// Who created session `id`, as recorded (`None`: unknown session or no owner).
@@ -230,7 +234,7 @@ impl Directory {
         let i = match inner.views.iter().position(|v| v.sight == sight) {
             Some(i) => i,
             None => {
-                let value = inner.render(&sight);
+                let value = render(&inner.entries, &sight, &self.open.open_ids());
                 inner.views.push(View {
                     sight,
                     value,
@@ -278,6 +282,16 @@ impl Directory {
         });
     }
 
+    /// The residency opened session `id` (`meta` is its metadata now): lists it open.
+    pub(crate) fn opened(&self, meta: SessionMeta) {
+        self.upsert(meta);
+    }
+
+    /// The residency closed session `id`: lists it `closed`, with no client attached.
+    pub(crate) fn closed(&self, id: &str) {
+        self.with_entry(id, |e| e.attached = 0);
+    }
+
     /// Reserves a place for one more session of `owner`, or answers `busy` when it owns
     /// `limit` already (sessions being created count).
     pub(crate) fn claim(
@@ -286,16 +300,10 @@ impl Directory {
         limit: usize,
     ) -> Result<OwnerClaim<'_>, ServiceError> {
         let mut inner = self.lock();
-        let owned = inner
-            .entries
-            .iter()
-            .filter(|e| e.owner.as_deref() == Some(owner.as_str()))
-            .count();
-        let pending = inner.pending.get(&owner).copied().unwrap_or(0);
-        if owned + pending >= limit {
-            return Err(too_many_owned(limit));
-        }
-        *inner.pending.entry(owner.clone()).or_default() += 1;
+        let Inner {
+            entries, owners, ..
+        } = &mut *inner;
+        owners.claim(entries.iter().map(|e| e.owner.as_deref()), &owner, limit)?;
         drop(inner);
         Ok(OwnerClaim {
             directory: self,
@@ -306,22 +314,17 @@ impl Directory {
     /// Whether `id` is open with no attached client and an idle phase, as far as the
     /// directory knows (the pump reports phase changes a moment after they happen).
     pub(crate) fn is_idle(&self, id: &str) -> bool {
-        self.lock()
+        let inner = self.lock();
+        inner
             .entries
             .iter()
-            .any(|e| e.meta.id == id && e.is_idle())
+            .any(|e| e.meta.id == id && e.is_quiet())
+            && self.open.open_ids().contains(id)
     }
 
     /// The idle sessions, least recently used first.
     pub(crate) fn idle_order(&self) -> Vec<String> {
-        let inner = self.lock();
-        let mut idle: Vec<(Instant, &str)> = inner
-            .entries
-            .iter()
-            .filter_map(|e| Some((e.idle_since?, e.meta.id.as_str())))
-            .collect();
-        idle.sort_unstable();
-        idle.into_iter().map(|(_, id)| id.to_owned()).collect()
+        self.lock().idle.order()
     }
 
     /// The sessions idle for `timeout` or longer at `now`, and when the next one will be.
@@ -330,45 +333,18 @@ impl Directory {
         now: Instant,
         timeout: Duration,
     ) -> (Vec<String>, Option<Instant>) {
-        let inner = self.lock();
-        let mut due = Vec::new();
-        let mut next: Option<Instant> = None;
-        for e in &inner.entries {
-            let Some(since) = e.idle_since else { continue };
-            let deadline = since + timeout;
-            if deadline <= now {
-                due.push(e.meta.id.clone());
-            } else {
-                next = Some(next.map_or(deadline, |n| n.min(deadline)));
-            }
-        }
-        (due, next)
+        self.lock().idle.due(now, timeout)
     }
 
     /// Restarts the idle clock of `id` (the directory thought it idle, the runtime did not:
     /// the phase change is on its way).
     pub(crate) fn touch(&self, id: &str) {
-        let mut inner = self.lock();
-        if let Some(e) = inner.entries.iter_mut().find(|e| e.meta.id == id)
-            && e.idle_since.is_some()
-        {
-            e.idle_since = Some(Instant::now());
-        }
+        self.lock().idle.restart(id, Instant::now());
     }
 
     /// Completes when a session has become idle since the last call (or the first).
     pub(crate) async fn idle_changed(&self) {
-        self.idle.notified().await;
-    }
-
-    /// Marks a session hosted (its handle opened) or not.
-    pub(crate) fn set_open(&self, id: &str, open: bool) {
-        self.with_entry(id, |e| {
-            e.open = open;
-            if !open {
-                e.attached = 0;
-            }
-        });
+        self.became_idle.notified().await;
     }
 
     /// One more (`true`) or one fewer attached client.
@@ -401,33 +377,33 @@ impl Directory {
         });
     }
 
-    /// Applies `f`, restarts or stops idle clocks, then publishes the difference (if any) to
-    /// every subscriber.
+    /// Applies `f`, asks which sessions are open, runs the idle clocks, then publishes the
+    /// difference (if any) to every subscriber. The residency is asked under the lock, so
+    /// the last change after any open or close publishes it.
     fn change(&self, f: impl FnOnce(&mut Vec<Entry>)) {
         let mut inner = self.lock();
         f(&mut inner.entries);
-        let mut became_idle = false;
-        let now = Instant::now();
-        for e in &mut inner.entries {
-            match (e.is_idle(), e.idle_since) {
-                (true, None) => {
-                    e.idle_since = Some(now);
-                    became_idle = true;
-                }
-                (false, Some(_)) => e.idle_since = None,
-                _ => {}
-            }
-        }
-        if became_idle {
+        let open = self.open.open_ids();
+        let Inner {
+            entries,
+            value,
+            views,
+            idle,
+            ..
+        } = &mut *inner;
+        let quiet = entries
+            .iter()
+            .filter(|e| e.is_quiet() && open.contains(&e.meta.id))
+            .map(|e| e.meta.id.as_str());
+        if idle.update(quiet, Instant::now()) {
             // A stored permit: the reaper sees it even if it is not waiting yet.
-            self.idle.notify_one();
+            self.became_idle.notify_one();
         }
         // Every view is re-rendered, even when the whole list did not change: recording an
         // owner changes who sees a session without changing how it is listed.
-        inner.value = inner.render(&Sight::all());
-        let Inner { entries, views, .. } = &mut *inner;
+        *value = render(entries, &Sight::all(), &open);
         for view in views.iter_mut() {
-            let new = render(entries, &view.sight);
+            let new = render(entries, &view.sight, &open);
             let ops = diff(&view.value, &new);
             if ops.is_empty() {
                 continue;
@@ -448,8 +424,9 @@ impl Directory {
     }
 }
 
-/// The list `sight` sees: newest first (then by id).
-fn render(entries: &[Entry], sight: &Sight) -> Value {
+/// The list `sight` sees: newest first (then by id); a session that is not `open` is listed
+/// `closed`.
+fn render(entries: &[Entry], sight: &Sight, open: &HashSet<String>) -> Value {
     let mut order: Vec<&Entry> = entries
         .iter()
         .filter(|e| sight.sees(&e.meta.id, e.owner.as_deref()))
@@ -464,7 +441,7 @@ fn render(entries: &[Entry], sight: &Sight) -> Value {
         order
             .into_iter()
             .map(|e| {
-                let phase = if e.open {
+                let phase = if open.contains(&e.meta.id) {
                     phase_text(e.meta.phase)
                 } else {
                     "closed"
@@ -473,13 +450,6 @@ fn render(entries: &[Entry], sight: &Sight) -> Value {
             })
             .collect(),
     )
-}
-
-impl Inner {
-    /// The list `sight` sees.
-    fn render(&self, sight: &Sight) -> Value {
-        render(&self.entries, sight)
-    }
 }
 
 impl View {
@@ -509,9 +479,51 @@ mod tests {
         }
     }
 
+    /// A residency stand-in: the set of open ids.
+    #[derive(Debug, Default)]
+    struct Open(Mutex<HashSet<String>>);
+
+    impl Open {
+        fn set(&self, id: &str, open: bool) {
+            if open {
+                self.0.lock().insert(id.to_owned());
+            } else {
+                self.0.lock().remove(id);
+            }
+        }
+    }
+
+    impl OpenSessions for Open {
+        fn open_ids(&self) -> HashSet<String> {
+            self.0.lock().clone()
+        }
+    }
+
+    fn directory(metas: Vec<SessionMeta>) -> (Directory, Arc<Open>) {
+        let open = Arc::new(Open::default());
+        (Directory::new(metas, Arc::clone(&open) as _), open)
+    }
+
+    fn phase(list: &Value, id: &str) -> String {
+        let entry = list
+            .as_array()
+            .and_then(|a| {
+                a.iter().find(|e| {
+                    e.as_map().and_then(|m| m.get("id")).and_then(Value::as_str) == Some(id)
+                })
+            })
+            .and_then(Value::as_map)
+            .expect("listed");
+        entry
+            .get("phase")
+            .and_then(Value::as_str)
+            .unwrap()
+            .to_owned()
+    }
+
     #[test]
     fn an_owner_claim_counts_while_pending_and_once_committed() {
-        let d = Directory::new(Vec::new());
+        let (d, _) = directory(Vec::new());
         let first = d.claim("unix:uid=1".into(), 2).unwrap();
         let second = d.claim("unix:uid=1".into(), 2).unwrap();
         assert!(
@@ -534,10 +546,12 @@ mod tests {
 
     #[test]
     fn the_idle_clock_runs_only_while_open_unattached_and_idle() {
-        let d = Directory::new(vec![meta("a"), meta("b")]);
+        let (d, open) = directory(vec![meta("a"), meta("b")]);
         assert!(d.idle_order().is_empty(), "closed sessions are not idle");
-        d.set_open("a", true);
-        d.set_open("b", true);
+        open.set("a", true);
+        d.opened(meta("a"));
+        open.set("b", true);
+        d.opened(meta("b"));
         assert_eq!(d.idle_order(), ["a", "b"]);
         d.attached("a", true);
         assert!(!d.is_idle("a"));
@@ -553,7 +567,39 @@ mod tests {
         let next = next.unwrap();
         let (due, after) = d.idle_due(next, timeout);
         assert_eq!((due, after), (vec!["a".to_owned()], None));
-        d.set_open("a", false);
+        open.set("a", false);
+        assert!(
+            !d.is_idle("a"),
+            "asked, not kept: closed before the directory hears"
+        );
+        d.closed("a");
         assert!(d.idle_order().is_empty(), "closed again");
+        d.remove("b");
+        assert!(d.idle_order().is_empty());
+    }
+
+    #[test]
+    fn the_listed_phase_is_the_residencys_answer_at_the_last_change() {
+        let (d, open) = directory(vec![meta("a"), meta("b")]);
+        assert_eq!(phase(&d.value(), "a"), "closed");
+        // Any change re-reads the residency, so one that comes first shows the open session
+        // and the directory's own notice then changes nothing.
+        open.set("a", true);
+        d.attached("b", true);
+        assert_eq!(phase(&d.value(), "a"), "idle");
+        d.opened(meta("a"));
+        assert_eq!(phase(&d.value(), "a"), "idle");
+        assert_eq!(phase(&d.value_for(&Sight::all()), "a"), "idle");
+        let mut turning = meta("a");
+        turning.phase = Phase::Turn;
+        d.upsert(turning);
+        assert_eq!(phase(&d.value(), "a"), "turn");
+        // A phase the pump reports after the close does not reopen it in the list.
+        open.set("a", false);
+        d.upsert(meta("a"));
+        assert_eq!(phase(&d.value(), "a"), "closed");
+        d.closed("a");
+        assert_eq!(phase(&d.value(), "a"), "closed");
+        assert_eq!(phase(&d.value(), "b"), "closed");
     }
 }

@@ -1,6 +1,7 @@
-//! The one place runtime errors become wire errors, plus argument checking.
+//! The one place runtime errors become wire errors, and the service's own wire errors
+//! (`invalid_request`, `busy` and the limits').
 
-use baton_protocol::{ErrorCode, Value};
+use baton_protocol::ErrorCode;
 use baton_server::ServiceError;
 
 use crate::session::SessionError;
@@ -82,26 +83,6 @@ pub fn service_error(error: SessionError) -> ServiceError {
     }
 }
 
-/// Checks that `args` has exactly `n` elements.
-pub(crate) fn arity(args: &[Value], n: usize, usage: &str) -> Result<(), ServiceError> {
-    if args.len() == n {
-        Ok(())
-    } else {
-        Err(invalid(format!("Expected arguments {usage}")))
-    }
-}
-
-/// `args[i]` as a string.
-pub(crate) fn string_arg<'a>(
-    args: &'a [Value],
-    i: usize,
-    usage: &str,
-) -> Result<&'a str, ServiceError> {
-    args.get(i)
-        .and_then(Value::as_str)
-        .ok_or_else(|| invalid(format!("Expected arguments {usage}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,17 +137,9 @@ mod tests {
     }
 
     #[test]
-    fn argument_errors_are_invalid_requests() {
-        let args = [Value::from(1u32)];
-        let e = string_arg(&args, 0, "[text]").unwrap_err();
-        assert!(e.is(ErrorCode::InvalidRequest));
-        assert_eq!(e.to_wire().message, "Expected arguments [text]");
-        assert!(
-            arity(&args, 2, "[a, b]")
-                .unwrap_err()
-                .is(ErrorCode::InvalidRequest)
-        );
+    fn service_errors_carry_their_codes() {
         assert!(busy("full").is(ErrorCode::Busy));
+        assert!(invalid("bad").is(ErrorCode::InvalidRequest));
     }
 
     #[test]

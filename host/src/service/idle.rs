@@ -1,15 +1,16 @@
-//! Bounded residency: which hosted sessions have their runtime open, closing the idle ones,
-//! and the open-session cap.
+//! Bounded residency: opening and closing the sessions the server hosts, closing the idle
+//! ones, and the open-session cap. Which sessions are open is the residency's fact
+//! (`super::residency`); this module is what changes it, and tells the directory after each
+//! change.
 //!
 //! The server keeps one [`HostedSession`](super::HostedSession) per session it hosts until
 //! removal, shutdown or idle close; that handle is a small shell around a [`Resident`]. What
-//! it hosts —
-//! the runtime [`SessionRuntime`](crate::session::SessionRuntime), its [`LiveSession`] (published value,
-//! subscribers) and its pump — is open only while needed:
+//! it hosts — the runtime [`SessionRuntime`](crate::session::SessionRuntime), its
+//! [`LiveSession`] (published value, subscribers) and its pump — is open only while needed:
 //!
 //! * **Idle close.** A session open with no attached client, an idle phase (no turn) and
-//!   hence no running command is *idle* (the directory keeps the instant it became so). The
-//!   reaper closes it once it has been idle for [`ServiceLimits::idle_timeout`]: pump
+//!   hence no running command is *idle* (its idle clock runs, `super::idle_clock`). The
+//!   reaper closes it once it has been idle for [`ServiceLimits::idle_timeout`](super::ServiceLimits::idle_timeout): pump
 //!   stopped, runtime session closed, `LiveSession` dropped, the directory shows `closed`.
 //! * **Nothing kept.** The closed session's server handle is released too (its
 //!   `terminated` resolves with `Released`), so the server holds nothing for it: a host
@@ -24,18 +25,22 @@
 //!   gate against the runtime itself (the directory's phase may lag the pump by a moment).
 //!   User commands run inside a `pi.session.bash` call, and the server releases a lease only
 //!   after the calls admitted through it ended, so "no lease" implies "no command".
-//! * **Open cap.** At most [`ServiceLimits::max_open_sessions`] are open (or opening). An
+//! * **Open cap.** At most [`ServiceLimits::max_open_sessions`](super::ServiceLimits::max_open_sessions) are open (or opening). An
 //!   open beyond it first closes the least recently used idle session (the one idle the
 //!   longest); if none is idle it fails with `busy`, naming the limit.
 //!
+//! A session is open from the moment its [`Reservation`] is
+//! committed (runtime loaded, pump started) until it is forgotten (after its runtime was
+//! closed), so it is never open in the residency without its runtime being loaded.
+//!
 //! The gate is an async mutex because opening and closing await (reading the file, stopping
-//! the pump); it is the only lock held across an await, every std lock here is released
+//! the pump); it is the only lock held across an await, every other lock here is released
 //! before one. A gate of another session is only ever `try_lock`ed (eviction), so two gates
 //! never wait on each other.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, MutexGuard, PoisonError, Weak};
+use std::sync::Arc;
+use std::sync::Weak;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use baton_server::ServiceError;
@@ -46,6 +51,7 @@ use super::Shared;
 use super::directory::Directory;
 use super::errors::{service_error, too_many_open};
 use super::live::{self, LiveSession};
+use super::residency::{Reservation, Resident};
 use super::session_scope::SessionLease;
 use crate::session::Phase;
 use crate::spawn::spawn_tracked;
@@ -54,113 +60,40 @@ use crate::spawn::spawn_tracked;
 /// another open may take the room first).
 const EVICTION_ATTEMPTS: usize = 4;
 
-/// The host's side of one session the server hosts.
-#[derive(Debug)]
-pub(crate) struct Resident {
-    pub(crate) id: String,
-    /// Serialises opening, closing and lease creation of this session.
-    gate: tokio::sync::Mutex<()>,
-    /// The server let go of this handle (closed it, or a newer one replaced it), or the host
-    /// released it (`released`).
-    retired: AtomicBool,
-    /// The host let go of the handle after closing its idle runtime: the server forgets it
-    /// (its `terminated` says `Released`) and opens the session afresh on the next attach.
-    pub(crate) released: AtomicBool,
-    /// Fired when the host ends the handle by itself (the session was removed under it).
-    pub(crate) terminated: CancellationToken,
-}
-
-/// The sessions whose runtime is open, plus places reserved by opens in progress.
-#[derive(Debug, Default)]
-pub(crate) struct OpenSet {
-    pub(crate) live: HashMap<String, Arc<LiveSession>>,
-    reserved: usize,
-}
-
-/// A place under the open cap, held while a session opens.
-#[derive(Debug)]
-struct Reservation<'a> {
-    shared: &'a Shared,
-    held: bool,
-}
-
-impl Reservation<'_> {
-    /// The session opened: it takes the place.
-    fn commit(mut self, live: &Arc<LiveSession>) {
-        let mut open = self.shared.open_set();
-        open.reserved = open.reserved.saturating_sub(1);
-        open.live.insert(live.id.clone(), Arc::clone(live));
-        self.held = false;
-    }
-}
-
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        if self.held {
-            let mut open = self.shared.open_set();
-            open.reserved = open.reserved.saturating_sub(1);
-        }
-    }
-}
-
 impl Shared {
-    pub(crate) fn open_set(&self) -> MutexGuard<'_, OpenSet> {
-        self.open.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn residents(&self) -> MutexGuard<'_, HashMap<String, Arc<Resident>>> {
-        self.residents
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Whether the runtime of `id` is open.
+    /// Whether session `id` is open (the residency's answer).
     pub(crate) fn is_open(&self, id: &str) -> bool {
-        self.open_set().live.contains_key(id)
-    }
-
-    /// A new resident for `id` (the server opens a handle), replacing any the server forgot.
-    pub(crate) fn install_resident(&self, id: &str) -> Arc<Resident> {
-        let resident = Arc::new(Resident {
-            id: id.to_owned(),
-            gate: tokio::sync::Mutex::new(()),
-            retired: AtomicBool::new(false),
-            released: AtomicBool::new(false),
-            terminated: CancellationToken::new(),
-        });
-        let previous = self
-            .residents()
-            .insert(id.to_owned(), Arc::clone(&resident));
-        if let Some(previous) = previous {
-            previous.retired.store(true, Ordering::Release);
-        }
-        resident
+        self.residency.is_open(id)
     }
 
     /// Opens `resident`'s session if it is closed (the gate held by the caller).
     async fn ensure_open(&self, resident: &Resident) -> Result<Arc<LiveSession>, ServiceError> {
-        if let Some(live) = self.open_set().live.get(&resident.id) {
-            return Ok(Arc::clone(live));
+        if let Some(live) = self.residency.live(&resident.id) {
+            return Ok(live);
         }
         if self.closing.is_cancelled() {
             return Err(ServiceError::server_draining());
         }
         let reservation = self.reserve(&resident.id).await?;
         let session = self.manager.open(&resident.id).map_err(service_error)?;
-        let (live, rx) = LiveSession::new(
-            session,
-            Arc::clone(&self.directory),
-            CancellationToken::new(),
-        )
-        .map_err(ServiceError::internal)?;
+        let (live, rx) = match LiveSession::new(session.clone(), CancellationToken::new()) {
+            Ok(opened) => opened,
+            Err(error) => {
+                // Not open, so its runtime must not stay loaded either.
+                self.manager.close(&session).await;
+                return Err(ServiceError::internal(error));
+            }
+        };
         let span = tracing::info_span!("pump", session_id = %live.id);
         live.set_pump(spawn_tracked(
             &self.tracker,
-            tracing::Instrument::instrument(live::pump(Arc::clone(&live), rx), span),
+            tracing::Instrument::instrument(
+                live::pump(Arc::clone(&live), rx, Arc::clone(&self.directory)),
+                span,
+            ),
         ));
         reservation.commit(&live);
-        self.directory.set_open(&live.id, true);
-        self.directory.upsert(live.session.meta());
+        self.directory.opened(live.session.meta());
         Ok(live)
     }
 
@@ -169,15 +102,8 @@ impl Shared {
     async fn reserve(&self, id: &str) -> Result<Reservation<'_>, ServiceError> {
         let cap = self.limits.open_cap();
         for _ in 0..EVICTION_ATTEMPTS {
-            {
-                let mut open = self.open_set();
-                if open.live.len() + open.reserved < cap {
-                    open.reserved += 1;
-                    return Ok(Reservation {
-                        shared: self,
-                        held: true,
-                    });
-                }
+            if let Some(reservation) = self.residency.reserve(cap) {
+                return Ok(reservation);
             }
             let mut evicted = false;
             for victim in self.directory.idle_order() {
@@ -201,10 +127,10 @@ impl Shared {
         resident: &Arc<Resident>,
     ) -> Result<SessionLease, ServiceError> {
         let _gate = resident.gate.lock().await;
-        if resident.retired.load(Ordering::Acquire) {
+        if resident.is_retired() {
             return Err(if self.closing.is_cancelled() {
                 ServiceError::server_draining()
-            } else if resident.released.load(Ordering::Acquire) {
+            } else if resident.is_released() {
                 ServiceError::SessionReleased
             } else {
                 ServiceError::session_not_found()
@@ -215,10 +141,16 @@ impl Shared {
         Ok(SessionLease::new(Arc::clone(self), live))
     }
 
-    /// Opens `resident`'s session (the server's first open of a handle).
-    pub(crate) async fn open_resident(&self, resident: &Resident) -> Result<(), ServiceError> {
+    /// Opens `resident`'s session (the server's first open of a handle). When it cannot be
+    /// opened the server gets no handle, so the resident is dismissed.
+    pub(crate) async fn open_resident(&self, resident: &Arc<Resident>) -> Result<(), ServiceError> {
         let _gate = resident.gate.lock().await;
-        self.ensure_open(resident).await.map(drop)
+        let opened = self.ensure_open(resident).await;
+        if opened.is_err() {
+            resident.retire();
+            self.residency.dismiss(resident);
+        }
+        opened.map(drop)
     }
 
     /// Closes `id` if it is open and idle. `Wait::No` gives up at once when its gate is held
@@ -227,8 +159,7 @@ impl Shared {
         if self.closing.is_cancelled() {
             return false;
         }
-        let resident = self.residents().get(id).cloned();
-        let Some(resident) = resident else {
+        let Some(resident) = self.residency.resident(id) else {
             return false;
         };
         let _gate = match wait {
@@ -238,8 +169,7 @@ impl Shared {
                 Err(_) => return false,
             },
         };
-        let live = self.open_set().live.get(id).cloned();
-        let Some(live) = live else {
+        let Some(live) = self.residency.live(id) else {
             return false;
         };
         // The runtime's own phase: the directory's may not show a just-started turn yet.
@@ -256,34 +186,19 @@ impl Shared {
     /// fires with `Released`, a lease racing it gets `SessionReleased` and the server opens
     /// the session again.
     fn release_handle(&self, resident: &Arc<Resident>) {
-        resident.released.store(true, Ordering::Release);
-        resident.retired.store(true, Ordering::Release);
-        let mut residents = self.residents();
-        if residents
-            .get(&resident.id)
-            .is_some_and(|r| Arc::ptr_eq(r, resident))
-        {
-            residents.remove(&resident.id);
-        }
-        drop(residents);
+        resident.release();
+        self.residency.dismiss(resident);
         resident.terminated.cancel();
     }
 
-    /// Closes an open session's runtime and forgets it (its gate held by the caller, or the
-    /// server no longer routing to it).
+    /// Closes an open session's runtime, then forgets it (its gate held by the caller, or the
+    /// server not routing to it any more) and tells the directory.
     async fn close_live(&self, live: &Arc<LiveSession>) {
         live.stop_pump().await;
         // Through the manager, so it forgets the session too and its memory is released.
         self.manager.close(&live.session).await;
-        let mut open = self.open_set();
-        if open
-            .live
-            .get(&live.id)
-            .is_some_and(|l| Arc::ptr_eq(l, live))
-        {
-            open.live.remove(&live.id);
-            drop(open);
-            self.directory.set_open(&live.id, false);
+        if self.residency.forget(live) {
+            self.directory.closed(&live.id);
         }
         tracing::debug!(session_id = %live.id, "session runtime closed");
     }
@@ -291,39 +206,26 @@ impl Shared {
     /// The server closed the handle of `resident` (removal or shutdown).
     pub(crate) async fn retire(&self, resident: &Arc<Resident>) {
         let _gate = resident.gate.lock().await;
-        resident.retired.store(true, Ordering::Release);
-        let current = {
-            let mut residents = self.residents();
-            let current = residents
-                .get(&resident.id)
-                .is_some_and(|r| Arc::ptr_eq(r, resident));
-            if current {
-                residents.remove(&resident.id);
-            }
-            current
-        };
-        // A newer handle of the same session owns its runtime now.
-        if current {
-            let live = self.open_set().live.get(&resident.id).cloned();
-            if let Some(live) = live {
-                self.close_live(&live).await;
-            }
+        resident.retire();
+        // A newer handle of the same session owns its runtime otherwise.
+        if self.residency.dismiss(resident)
+            && let Some(live) = self.residency.live(&resident.id)
+        {
+            self.close_live(&live).await;
         }
     }
 
     /// Ends a handle that is still hosted after a removal (a concurrent attach reopened it):
-    /// its `terminated` fires, so the server releases its attachments.
+    /// its `terminated` fires, so the server releases its attachments. The runtime is closed
+    /// by the removal that follows.
     pub(crate) async fn terminate(&self, id: &str) {
-        let resident = self.residents().remove(id);
-        if let Some(resident) = &resident {
-            resident.retired.store(true, Ordering::Release);
+        if let Some(resident) = self.residency.take_resident(id) {
+            resident.retire();
             resident.terminated.cancel();
         }
-        let live = self.open_set().live.remove(id);
-        if let Some(live) = live {
-            live.terminated.cancel();
+        if let Some(live) = self.residency.forget_id(id) {
             live.stop_pump().await;
-            self.directory.set_open(id, false);
+            self.directory.closed(id);
         }
     }
 
@@ -413,6 +315,17 @@ mod tests {
 
     /// A host over one created session, with no idle reaper (the tests close by hand).
     fn host(dir: &std::path::Path) -> (ServiceHost, String) {
+        let (host, mut ids) = host_with(dir, 1, ServiceLimits::default().max_open_sessions);
+        (host, ids.remove(0))
+    }
+
+    /// A host over `sessions` created sessions, at most `max_open` open at once, with no idle
+    /// reaper.
+    fn host_with(
+        dir: &std::path::Path,
+        sessions: usize,
+        max_open: usize,
+    ) -> (ServiceHost, Vec<String>) {
         let mut config = HostConfig::new(dir.join("sessions"));
         config.default_cwd = dir.to_path_buf();
         config.fsync = FsyncPolicy::Never;
@@ -424,15 +337,67 @@ mod tests {
             Arc::new(ManualClock::new(1_748_568_000_000, 1)),
         )
         .unwrap();
-        let id = manager.create(CreateOptions::default()).unwrap();
+        let ids = (0..sessions)
+            .map(|_| manager.create(CreateOptions::default()).unwrap())
+            .collect();
         let limits = ServiceLimits {
             idle_timeout: None,
+            max_open_sessions: max_open,
             ..ServiceLimits::default()
         };
         (
             ServiceHost::with_limits(Arc::new(manager), limits).unwrap(),
-            id,
+            ids,
         )
+    }
+
+    fn listed_phase(list: &baton_protocol::Value, id: &str) -> String {
+        let entry = list
+            .as_array()
+            .and_then(|a| {
+                a.iter().find(|e| {
+                    e.as_map()
+                        .and_then(|m| m.get("id"))
+                        .and_then(baton_protocol::Value::as_str)
+                        == Some(id)
+                })
+            })
+            .and_then(baton_protocol::Value::as_map)
+            .unwrap_or_else(|| panic!("{id} is not listed"));
+        entry
+            .get("phase")
+            .and_then(baton_protocol::Value::as_str)
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Whether each of `ids` is open reads the same wherever it shows: the residency (which
+    /// owns it), the directory's listed phase and idle clocks, the manager's loaded runtimes
+    /// and the open count.
+    fn assert_agree(host: &ServiceHost, ids: &[String], when: &str) {
+        let shared = &host.shared;
+        let list = shared.directory.value();
+        let idle = shared.directory.idle_order();
+        let mut open = 0;
+        for id in ids {
+            let is_open = shared.residency.is_open(id);
+            open += usize::from(is_open);
+            assert_eq!(
+                listed_phase(&list, id) != "closed",
+                is_open,
+                "{when}: the directory's phase of {id}"
+            );
+            assert_eq!(
+                host.manager().is_open(id),
+                is_open,
+                "{when}: the manager's runtime of {id}"
+            );
+            assert!(
+                is_open || !idle.contains(id),
+                "{when}: an idle clock runs for closed {id}"
+            );
+        }
+        assert_eq!(host.open_sessions(), open, "{when}: the open count");
     }
 
     #[tokio::test]
@@ -457,9 +422,11 @@ mod tests {
         }
         shared.close_live(&old).await;
         assert!(!host.is_open(&id));
+        assert_agree(&host, std::slice::from_ref(&id), "closed under the gate");
         drop(gate);
 
         let lease = attach.await.unwrap();
+        assert_agree(&host, std::slice::from_ref(&id), "reopened for the attach");
         let new = shared.live_session(&id).unwrap();
         assert!(!Arc::ptr_eq(&old, &new), "reopened, not the closed one");
         assert!(
@@ -486,6 +453,90 @@ mod tests {
         assert!(shared.close_if_idle(&id, Wait::Yes).await);
         assert!(!host.is_open(&id));
         assert_eq!(host.open_sessions(), 0);
+        host.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn open_state_agrees_everywhere_through_open_lease_idle_close_eviction_and_retire() {
+        let dir = tempfile::tempdir().unwrap();
+        let (host, ids) = host_with(dir.path(), 3, 2);
+        let (a, b, c) = (&ids[0], &ids[1], &ids[2]);
+        let shared = Arc::clone(&host.shared);
+        assert_agree(&host, &ids, "created");
+        let ctx = Context::background;
+
+        let hosted_a = host
+            .open_session(SessionKey(a.clone()), ctx())
+            .await
+            .unwrap();
+        assert_agree(&host, &ids, "a opened");
+        let lease = hosted_a.lease(ctx()).await.unwrap();
+        assert_agree(&host, &ids, "a leased");
+        lease.release(ctx()).await.unwrap();
+        assert_eq!(shared.directory.idle_order(), std::slice::from_ref(a));
+        let hosted_b = host
+            .open_session(SessionKey(b.clone()), ctx())
+            .await
+            .unwrap();
+        assert_agree(&host, &ids, "b opened");
+
+        // At the cap: opening c closes a, the least recently used idle session.
+        let hosted_c = host
+            .open_session(SessionKey(c.clone()), ctx())
+            .await
+            .unwrap();
+        assert!(!host.is_open(a) && host.is_open(b) && host.is_open(c));
+        assert_agree(&host, &ids, "a evicted for c");
+        assert!(matches!(
+            hosted_a.lease(ctx()).await,
+            Err(ServiceError::SessionReleased)
+        ));
+        assert_agree(&host, &ids, "a's released handle leased");
+
+        assert!(shared.close_if_idle(b, Wait::Yes).await);
+        assert_agree(&host, &ids, "b closed idle");
+        assert!(matches!(
+            hosted_b.lease(ctx()).await,
+            Err(ServiceError::SessionReleased)
+        ));
+        hosted_c.close(ctx()).await.unwrap();
+        assert_agree(&host, &ids, "c's handle closed by the server");
+        assert_eq!(host.open_sessions(), 0);
+        assert_eq!(shared.residency.resident_count(), 0, "no handle is held");
+        host.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_session_that_cannot_open_leaves_no_resident_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let (host, ids) = host_with(dir.path(), 2, 1);
+        let (a, b) = (&ids[0], &ids[1]);
+        let shared = Arc::clone(&host.shared);
+        let ctx = Context::background;
+        let hosted_a = host
+            .open_session(SessionKey(a.clone()), ctx())
+            .await
+            .unwrap();
+        let lease = hosted_a.lease(ctx()).await.unwrap();
+
+        let refused = host
+            .open_session(SessionKey(b.clone()), ctx())
+            .await
+            .unwrap_err();
+        assert!(refused.to_wire().message.contains("limit 1"), "{refused}");
+        assert!(
+            shared.residency.resident(b).is_none(),
+            "the server holds no handle of b, so neither does the host"
+        );
+        assert_eq!(shared.residency.resident_count(), 1);
+        assert_agree(&host, &ids, "b refused");
+
+        lease.release(ctx()).await.unwrap();
+        host.open_session(SessionKey(b.clone()), ctx())
+            .await
+            .unwrap();
+        assert_agree(&host, &ids, "b opened in a's place");
+        assert!(host.is_open(b) && !host.is_open(a));
         host.shutdown().await;
     }
 }

@@ -17,12 +17,13 @@
 //! Lock order: the session's lock, then [`SessionFeed`]'s. Directory refreshes (which read
 //! the session) run on the session's pump task, never under either lock.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use baton_protocol::Value;
 use baton_protocol::chord::Op;
 use baton_server::Publisher;
 use baton_server::chord::SubscriptionSnapshot;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -93,7 +94,7 @@ impl FeedState {
 
 impl SessionFeed {
     fn lock(&self) -> MutexGuard<'_, FeedState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock()
     }
 }
 
@@ -146,13 +147,10 @@ impl SessionObserver for SessionFeed {
 pub(crate) struct LiveSession {
     pub(crate) id: String,
     pub(crate) session: SessionRuntime,
-    pub(crate) directory: Arc<Directory>,
     published: Arc<SessionFeed>,
     observer: ObserverId,
     /// Stops the pump.
     pub(crate) stop: CancellationToken,
-    /// Fired when the host ends the handle by itself (the session was removed under it).
-    pub(crate) terminated: CancellationToken,
     pump: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -168,7 +166,6 @@ impl LiveSession {
     /// The session's state has no protocol form.
     pub(crate) fn new(
         session: SessionRuntime,
-        directory: Arc<Directory>,
         stop: CancellationToken,
     ) -> Result<(Arc<Self>, MetaChanges), MapError> {
         let session_id = session.id().to_owned();
@@ -191,11 +188,9 @@ impl LiveSession {
         let live = Arc::new(Self {
             id: session.id().to_owned(),
             session,
-            directory,
             published: Arc::clone(&published),
             observer,
             stop,
-            terminated: CancellationToken::new(),
             pump: Mutex::new(None),
         });
         Ok((live, MetaChanges(published)))
@@ -203,18 +198,14 @@ impl LiveSession {
 
     /// Keeps the pump's task so [`LiveSession::stop_pump`] can wait for it.
     pub(crate) fn set_pump(&self, handle: JoinHandle<()>) {
-        *self.pump.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
+        *self.pump.lock() = Some(handle);
     }
 
     /// Stops publishing and the pump, and waits until the pump has ended.
     pub(crate) async fn stop_pump(&self) {
         self.session.unobserve(self.observer);
         self.stop.cancel();
-        let handle = self
-            .pump
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let handle = self.pump.lock().take();
         if let Some(h) = handle {
             let _ = h.await;
         }
@@ -300,8 +291,8 @@ fn touches_directory(change: Change<'_>) -> bool {
 }
 
 /// Until stopped: publishes streamed text that is waiting (everything queued since it last
-/// ran, as one update), and keeps `live`'s directory entry current.
-pub(crate) async fn pump(live: Arc<LiveSession>, changes: MetaChanges) {
+/// ran, as one update), and keeps `live`'s entry in `directory` current.
+pub(crate) async fn pump(live: Arc<LiveSession>, changes: MetaChanges, directory: Arc<Directory>) {
     let published = &changes.0;
     loop {
         tokio::select! {
@@ -311,7 +302,7 @@ pub(crate) async fn pump(live: Arc<LiveSession>, changes: MetaChanges) {
                 live.session.with_view(|view| published.lock().flush(view));
             }
             () = published.meta_changed.notified() => {
-                live.directory.upsert(live.session.meta());
+                directory.upsert(live.session.meta());
             }
         }
     }
@@ -365,14 +356,16 @@ mod tests {
         let m = manager(dir.path());
         let id = m.create(CreateOptions::default()).unwrap();
         let session = m.open(&id).unwrap();
-        let (live, changes) = LiveSession::new(
-            session.clone(),
-            Arc::new(Directory::new(Vec::new())),
-            CancellationToken::new(),
-        )
-        .unwrap();
+        let (live, changes) = LiveSession::new(session.clone(), CancellationToken::new()).unwrap();
+        let directory = Arc::new(Directory::new(
+            Vec::new(),
+            Arc::new(crate::service::residency::Residency::default()),
+        ));
         let tracker = TaskTracker::new();
-        live.set_pump(spawn_tracked(&tracker, pump(Arc::clone(&live), changes)));
+        live.set_pump(spawn_tracked(
+            &tracker,
+            pump(Arc::clone(&live), changes, directory),
+        ));
         session.prompt("run `echo hi`").await.unwrap();
         // SessionFeed synchronously: as soon as the turn has settled, so has the state.
         let (value, sequence) = live.current();

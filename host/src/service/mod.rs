@@ -20,7 +20,10 @@
 //!   what the caller may see, and mutating calls need operator rights or ownership.
 //! * The host is bounded ([`ServiceLimits`]): a session with no client and nothing running
 //!   closes after an idle timeout and reopens on the next attach, at most so many sessions
-//!   are open at once, and one identity owns at most so many sessions (`idle`, `limits`).
+//!   are open at once, and one identity owns at most so many sessions (`idle`, `limits`,
+//!   `owners`, `idle_clock`).
+//! * Whether a session is open has one owner, the `residency`; the directory, the open cap
+//!   and the server's handles ask it or are told by it, and keep no copy.
 //!
 //! # Shutdown
 //! [`ServiceHost::begin_shutdown`] refuses new prompts and aborts running turns, so that
@@ -28,21 +31,24 @@
 //! pumps and the runtime.
 
 mod access;
+mod args;
 mod directory;
 mod errors;
 mod idle;
+mod idle_clock;
 mod limits;
 mod live;
+mod owners;
 mod policy;
 mod publish;
+mod residency;
 mod server_scope;
 mod session_scope;
 mod wire;
 
-use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use baton_protocol::Value;
 use baton_server::{
@@ -64,9 +70,9 @@ pub use wire::session_state_value;
 
 use access::Access;
 use directory::Directory;
-use idle::{OpenSet, Resident};
 use live::LiveSession;
 use publish::Owner;
+use residency::{Residency, Resident};
 
 use crate::session::{SessionManager, StoreError};
 
@@ -87,10 +93,9 @@ pub(crate) struct Shared {
     pub(crate) limits: ServiceLimits,
     /// Who may do what.
     pub(crate) access: Access,
-    /// Sessions whose runtime is open, by session id (`idle`).
-    open: Mutex<OpenSet>,
-    /// The host side of every handle the server holds, by session id (`idle`).
-    residents: Mutex<HashMap<String, Arc<Resident>>>,
+    /// Which sessions are open, and the handles the server holds: the one owner of both
+    /// (`residency`); `idle` changes it.
+    pub(crate) residency: Arc<Residency>,
     /// The idle reaper was started.
     reaper_started: AtomicBool,
     /// The pumps and the idle reaper.
@@ -107,7 +112,7 @@ impl Shared {
 
     /// The open session `id`, if any.
     pub(crate) fn live_session(&self, id: &str) -> Option<Arc<LiveSession>> {
-        self.open_set().live.get(id).cloned()
+        self.residency.live(id)
     }
 }
 
@@ -159,15 +164,18 @@ impl ServiceHost {
                 })
                 .collect(),
         );
+        let residency = Arc::new(Residency::default());
         Ok(Self {
             shared: Arc::new(Shared {
                 manager,
-                directory: Arc::new(Directory::with_owners(sessions)),
+                directory: Arc::new(Directory::with_owners(
+                    sessions,
+                    Arc::clone(&residency) as _,
+                )),
                 models,
                 limits,
                 access: Access::new(rustix::process::getuid().as_raw()),
-                open: Mutex::new(OpenSet::default()),
-                residents: Mutex::new(HashMap::new()),
+                residency,
                 reaper_started: AtomicBool::new(false),
                 tracker: TaskTracker::new(),
                 closing: CancellationToken::new(),
@@ -232,7 +240,7 @@ impl ServiceHost {
 
     /// How many sessions are open.
     pub fn open_sessions(&self) -> usize {
-        self.shared.open_set().live.len()
+        self.shared.residency.open_count()
     }
 
     /// Refuses new prompts and sessions (`server_draining`) and aborts every running turn.
@@ -240,8 +248,7 @@ impl ServiceHost {
     /// at once instead of holding the drain.
     pub fn begin_shutdown(&self) {
         self.shared.closing.cancel();
-        let live: Vec<_> = self.shared.open_set().live.values().cloned().collect();
-        for l in live {
+        for l in self.shared.residency.all_live() {
             l.session.abort();
         }
     }
@@ -249,14 +256,7 @@ impl ServiceHost {
     /// Stops every pump and shuts the runtime down (after the server closed).
     pub async fn shutdown(&self) {
         self.begin_shutdown();
-        let live: Vec<_> = self
-            .shared
-            .open_set()
-            .live
-            .drain()
-            .map(|(_, l)| l)
-            .collect();
-        for l in live {
+        for l in self.shared.residency.forget_all() {
             l.stop_pump().await;
         }
         self.shared.tracker.close();
@@ -326,7 +326,7 @@ impl ServerHost for ServiceHost {
             return Err(ServiceError::server_draining());
         }
         shared.start_reaper();
-        let resident = shared.install_resident(&metadata.0);
+        let resident = shared.residency.install(&metadata.0);
         shared.open_resident(&resident).await?;
         Ok(HostedSession {
             shared: Arc::clone(shared),
@@ -344,7 +344,7 @@ impl SessionHandle for HostedSession {
 
     async fn terminated(&self) -> Termination {
         self.resident.terminated.cancelled().await;
-        if self.resident.released.load(Ordering::Acquire) {
+        if self.resident.is_released() {
             Termination::Released
         } else {
             Termination::Closed

@@ -2,12 +2,12 @@
 
 use std::cmp::Ordering;
 use std::collections::HashSet;
-use std::sync::{Mutex, PoisonError};
 
 use baton_protocol::Value;
 use baton_protocol::chord::{Op, ProviderUpdate};
 use baton_server::chord::{InstanceSnapshot, MemberSnapshot, ServiceMode, SubscriptionSnapshot};
 use baton_server::{Published, Publisher, ServiceError, SharedUpdate};
+use parking_lot::{Mutex, MutexGuard};
 
 /// Who registered a subscription: one connection's server services or one session lease.
 /// Subscription ids are unique per connection, so `(owner, id)` names a subscriber.
@@ -103,8 +103,8 @@ impl SubscriptionIds {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.ids.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.ids.lock()
     }
 }
 

@@ -9,7 +9,8 @@ use baton_protocol::{Map, Value};
 use baton_server::chord::{ControlCall, RemoteServiceError, ServiceCall, ServiceMode};
 use baton_server::{CallResult, Context, Presentation, Publisher, ServiceError, ServiceScope};
 
-use super::errors::{arity, busy, invalid, service_error, string_arg};
+use super::args::{arity, string_arg};
+use super::errors::{busy, invalid, service_error};
 use super::publish::{Owner, SubscriptionIds, snapshot};
 use super::wire::parse_model;
 use super::{Shared, directory};

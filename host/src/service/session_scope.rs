@@ -3,22 +3,20 @@
 
 use std::sync::Arc;
 
-use baton_protocol::chord::{
-    CatalogueEntry, Path, PathSegment, SERVICE_CONTROL_ID, catalogue_to_value,
-};
+use baton_protocol::chord::{CatalogueEntry, SERVICE_CONTROL_ID, catalogue_to_value};
 use baton_protocol::{Map, Value};
 use baton_server::chord::{ControlCall, RemoteServiceError, ServiceCall, ServiceMode};
 use baton_server::{CallResult, Context, PeerIdentity, Publisher, ServiceError, ServiceScope};
 
 use super::Shared;
-use super::errors::{arity, invalid, service_error, string_arg};
+use super::args::{arity, check_text_len, index_arg, model_arg, path_arg, string_arg, text_arg};
+use super::errors::{invalid, service_error};
 use super::live::{LiveSession, MEMBER, SERVICE};
 use super::publish::{Owner, SubscriptionIds};
 use super::wire::{count_value, published_item};
-use crate::provider::{ModelRef, ThinkingLevel};
+use crate::provider::ThinkingLevel;
 use crate::session::{
-    MAX_COMPACT_INSTRUCTIONS_BYTES, MAX_PAGE_ITEMS, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES,
-    MAX_READ_BYTES,
+    MAX_COMPACT_INSTRUCTIONS_BYTES, MAX_PAGE_ITEMS, MAX_PUBLISHED_ITEM_BYTES, MAX_READ_BYTES,
 };
 use crate::value::read_string;
 
@@ -55,7 +53,7 @@ pub struct SessionLease {
 impl SessionLease {
     pub(crate) fn new(shared: Arc<Shared>, live: Arc<LiveSession>) -> Self {
         let owner = shared.owner();
-        live.directory.attached(&live.id, true);
+        shared.directory.attached(&live.id, true);
         Self {
             shared,
             live,
@@ -409,24 +407,6 @@ impl SessionLease {
     }
 }
 
-/// `args[0]` as prompt, steering or follow-up text within [`MAX_PROMPT_BYTES`].
-fn text_arg<'a>(args: &'a [Value], what: &str) -> Result<&'a str, ServiceError> {
-    let text = string_arg(args, 0, "[text]")?;
-    check_text_len(text, what)?;
-    Ok(text)
-}
-
-/// Refuses `text` longer than [`MAX_PROMPT_BYTES`].
-fn check_text_len(text: &str, what: &str) -> Result<(), ServiceError> {
-    if text.len() > MAX_PROMPT_BYTES {
-        return Err(invalid(format!(
-            "{what} text is {} bytes; the limit is {MAX_PROMPT_BYTES} bytes",
-            text.len()
-        )));
-    }
-    Ok(())
-}
-
 fn count_value_u64(n: u64) -> Value {
     Value::try_from(n).unwrap_or(Value::Null)
 }
@@ -452,28 +432,6 @@ pub(crate) fn presence_name(identity: Option<&PeerIdentity>) -> String {
     }
 }
 
-/// A non-negative integer argument.
-fn index_arg(value: &Value, usage: &str) -> Result<usize, ServiceError> {
-    value
-        .as_u64()
-        .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| invalid(format!("Expected arguments {usage}")))
-}
-
-/// A path argument: an array of keys and indexes, as listed under an item's `clipped`.
-fn path_arg(value: &Value, usage: &str) -> Result<Path, ServiceError> {
-    let bad = || invalid(format!("Expected arguments {usage}"));
-    value
-        .as_array()
-        .ok_or_else(bad)?
-        .iter()
-        .map(|s| match s {
-            Value::String(k) => Ok(PathSegment::Key(k.clone())),
-            other => other.as_u64().map(PathSegment::Index).ok_or_else(bad),
-        })
-        .collect()
-}
-
 /// Completes when the client explicitly cancels the request; never on a disconnect or a
 /// server shutdown (a shutdown aborts the session's commands itself).
 async fn explicit_cancel(ctx: &Context) {
@@ -482,21 +440,6 @@ async fn explicit_cancel(ctx: &Context) {
         // host/tests/e2e/bash_cancel.rs waits for this event.
         tracing::debug!("the client left; its bash command runs on");
         std::future::pending::<()>().await;
-    }
-}
-
-/// `{"provider", "id"}`.
-fn model_arg(value: &Value) -> Result<ModelRef, ServiceError> {
-    let field = |k: &str| {
-        value
-            .as_map()
-            .and_then(|m| m.get(k))
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-    };
-    match (field("provider"), field("id"), value.as_map().map(Map::len)) {
-        (Some(provider), Some(id), Some(2)) => Ok(ModelRef::new(provider, id)),
-        _ => Err(invalid(r#"Expected arguments [{"provider", "id"}]"#)),
     }
 }
 
@@ -526,7 +469,7 @@ impl ServiceScope for SessionLease {
     async fn release(&self, _ctx: Context) -> Result<(), ServiceError> {
         self.leave();
         self.live.drop_owner(self.owner);
-        self.live.directory.attached(&self.live.id, false);
+        self.shared.directory.attached(&self.live.id, false);
         Ok(())
     }
 }

@@ -23,9 +23,10 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
-use baton_protocol::ids::{format_uuid, is_canonical_uuid_v4};
+use baton_protocol::ids::is_canonical_uuid_v4;
+use parking_lot::{Mutex, MutexGuard};
 use ring::rand::{SecureRandom, SystemRandom};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -91,6 +92,9 @@ pub struct SessionManager {
     models: Arc<ModelRegistry>,
     clock: Arc<dyn Clock>,
     shutdown: CancellationToken,
+    /// The runtimes loaded now, one per session file, so a file has one writer. Whether a
+    /// session is open to clients is not asked here: the service layer's residency
+    /// (`service::residency`) owns that, and opens and closes runtimes through this map.
     open: Mutex<HashMap<String, SessionRuntime>>,
     dir: SessionsDir,
     /// [`SessionManager::create_async`]'s blocking writes (awaited by shutdown).
@@ -339,8 +343,8 @@ impl SessionManager {
             })
     }
 
-    /// Who created session `id`, as its header records (`None` for sessions created before
-    /// owners were recorded, or without a peer). Reads only the header.
+    /// Who created session `id`, as its header records (`None` when the header names no
+    /// owner). Reads only the header.
     ///
     /// # Errors
     /// [`SessionError::UnknownSession`] for an invalid or missing id; [`SessionError::Store`]
@@ -376,15 +380,16 @@ impl SessionManager {
         })
     }
 
-    /// Whether session `id` is open (held in memory) now.
+    /// Whether the runtime of session `id` is loaded (held in memory). Whether a served
+    /// session is open to clients is the service layer's answer (`ServiceHost::is_open`).
     pub fn is_open(&self, id: &str) -> bool {
         self.lock().contains_key(id)
     }
 
     /// Closes `session` (aborting its turn and commands, waiting for its tasks) and forgets
     /// it, so its transcript and runtime are released and the next [`SessionManager::open`]
-    /// reads the file again. A session the manager no longer holds (removed, or already
-    /// replaced by a newer open) is only closed.
+    /// reads the file again. A session the manager does not hold (removed, or replaced by a
+    /// newer open) is only closed.
     pub async fn close(&self, session: &SessionRuntime) {
         session.close().await;
         let mut open = self.lock();
@@ -443,7 +448,7 @@ impl SessionManager {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, SessionRuntime>> {
-        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+        self.open.lock()
     }
 
     fn file_path(&self, id: &str) -> PathBuf {
@@ -483,9 +488,10 @@ fn new_session_id() -> String {
     SystemRandom::new()
         .fill(&mut b)
         .expect("the system random source is available on every supported platform");
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    format_uuid(&b)
+    uuid::Builder::from_random_bytes(b)
+        .into_uuid()
+        .hyphenated()
+        .to_string()
 }
 
 #[cfg(test)]
@@ -535,6 +541,15 @@ mod tests {
             ThinkingLevel::High
         );
         m.shutdown().await;
+    }
+
+    #[test]
+    fn session_ids_are_distinct_canonical_lowercase_uuid_v4s() {
+        let ids: std::collections::HashSet<String> = (0..64).map(|_| new_session_id()).collect();
+        assert_eq!(ids.len(), 64);
+        for id in &ids {
+            assert!(is_canonical_uuid_v4(id), "{id}");
+        }
     }
 
     #[tokio::test(flavor = "current_thread")]
