@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
-use crate::conn::state::ConnLimits;
+use crate::conn::limits::ConnLimits;
 use crate::conn::{self, ConnShared};
 use crate::context::{ConnectionId, Peer};
 use crate::error::{CloseError, StartError};
