@@ -4,11 +4,12 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use baton_protocol::codec::encode_frame;
 use baton_protocol::{ErrorCode, ServerId, ServerMessage, WireError};
+use parking_lot::Mutex;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{OnceCell, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -26,7 +27,7 @@ use crate::listen::{
     BoundTcp, BoundUnix, LINGER_DEADLINE, ListenAddr, Listener, Stream, UnixSocketFile,
     configure_accepted, discard, refuse,
 };
-use crate::router::{Router, lock};
+use crate::router::Router;
 use crate::tasks::spawn;
 
 /// Connections refused at the listener (e.g. over `max_connections`) that may be in their
@@ -68,18 +69,20 @@ pub(crate) struct ServerShared<H: ServerHost> {
 
 impl<H: ServerHost> ServerShared<H> {
     pub(crate) fn register_connection(&self, id: ConnectionId, conn: &Arc<ConnShared>) {
-        lock(&self.connections).insert(id, Arc::downgrade(conn));
+        self.connections.lock().insert(id, Arc::downgrade(conn));
         if self.draining.load(Ordering::Acquire) {
             conn.with(|s| s.set_draining());
         }
     }
 
     pub(crate) fn unregister_connection(&self, id: ConnectionId) {
-        lock(&self.connections).remove(&id);
+        self.connections.lock().remove(&id);
     }
 
     fn each_connection(&self, f: impl Fn(&ConnShared)) {
-        let conns: Vec<_> = lock(&self.connections)
+        let conns: Vec<_> = self
+            .connections
+            .lock()
             .values()
             .filter_map(Weak::upgrade)
             .collect();
@@ -230,7 +233,7 @@ impl<H: ServerHost> Server<H> {
 
     /// Open connections.
     pub fn connection_count(&self) -> usize {
-        lock(&self.shared.connections).len()
+        self.shared.connections.lock().len()
     }
 
     /// Sessions the server hosts now (open or opening): each holds its host handle until it

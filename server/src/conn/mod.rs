@@ -24,12 +24,13 @@ mod read;
 pub(crate) mod state;
 pub(crate) mod subscriptions;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use baton_protocol::codec::ClientMessageDecoder;
 use baton_protocol::{Target, WireError};
 use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -41,7 +42,6 @@ use crate::host::{ServerHost, ServiceScope};
 use crate::listen::{Stream, StreamReader, StreamWriter};
 use crate::panics::guarded;
 use crate::publish::Publisher;
-use crate::router::lock;
 use crate::server::ServerShared;
 use crate::tasks::{run_or_spawn, spawn};
 
@@ -85,7 +85,7 @@ impl ConnShared {
 
     /// Runs `f` on the state, then wakes the writer and the reader as needed.
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut ConnState) -> R) -> R {
-        let mut state = lock(&self.state);
+        let mut state = self.state.lock();
         let r = f(&mut state);
         let wake = !self.holding.load(Ordering::Relaxed) && state.take_wake();
         let closing = state.closing().is_some();
@@ -101,7 +101,7 @@ impl ConnShared {
 
     /// Holds writer wake-ups until the guard drops (one wake for a whole read batch).
     fn hold_wakes(&self) -> WakeHold<'_> {
-        let _state = lock(&self.state);
+        let _state = self.state.lock();
         self.holding.store(true, Ordering::Relaxed);
         WakeHold(self)
     }
@@ -126,7 +126,7 @@ struct ParkedWriter {
 /// and the socket takes it without blocking. What it does not take is left in `carry` for
 /// the writer, which is woken.
 fn write_inline(shared: &ConnShared, parked: &Mutex<ParkedWriter>) {
-    let mut parked = lock(parked);
+    let mut parked = parked.lock();
     let ParkedWriter {
         writer: Some(writer),
         carry,
@@ -507,13 +507,13 @@ async fn write_loop(
             Next::Done => break,
             Next::Wait => {
                 // Lend the write half to the reader while there is nothing to write.
-                lock(parked).writer = Some(writer);
+                parked.lock().writer = Some(writer);
                 let killed = tokio::select! {
                     () = shared.wake.notified() => false,
                     () = kill.cancelled() => true,
                 };
                 writer = {
-                    let mut p = lock(parked);
+                    let mut p = parked.lock();
                     std::mem::swap(&mut batch, &mut p.carry);
                     p.writer
                         .take()

@@ -7,13 +7,12 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
-
-use crate::router::lock;
 
 /// How long a read of the user database is reused: 10 s.
 pub(crate) const PASSWD_TTL: Duration = Duration::from_secs(10);
@@ -69,7 +68,9 @@ impl UserNames {
     /// The name of `uid`, if the file lists it. A file that cannot be read names nobody.
     pub(crate) async fn name(&self, uid: u32) -> Option<String> {
         let now = Instant::now();
-        let cached = lock(&self.cache)
+        let cached = self
+            .cache
+            .lock()
             .as_ref()
             .filter(|(at, _)| now.saturating_duration_since(*at) < PASSWD_TTL)
             .map(|(_, table)| Arc::clone(table));
@@ -77,7 +78,7 @@ impl UserNames {
             Some(table) => table,
             None => {
                 let table = Arc::new(self.load().await);
-                *lock(&self.cache) = Some((now, Arc::clone(&table)));
+                *self.cache.lock() = Some((now, Arc::clone(&table)));
                 table
             }
         };
