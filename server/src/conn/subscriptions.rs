@@ -335,7 +335,7 @@ impl Subscriptions {
 
     /// Replaces the backlog of the open subscription `sid` by one resync from `snapshot`
     /// (the state after everything published so far), in the configured dialect
-    /// ([`resync`](crate::chord::resync)). The resync is one unit of the subscriber's queue
+    /// ([`resync`]). The resync is one unit of the subscriber's queue
     /// and takes the place of its oldest queued frame.
     fn enqueue_resync(
         &mut self,
