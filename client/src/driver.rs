@@ -115,9 +115,9 @@ fn read_error(endpoint: &Endpoint, e: std::io::Error) -> ConnectError {
     // surfaces as I/O on the first read.
     let failure = tls::tls_failure(&e);
     match DecodeError::from(e) {
-        DecodeError::Io(reason) if matches!(endpoint, Endpoint::Tls { .. }) => ConnectError::Tls {
+        DecodeError::Io(e) if matches!(endpoint, Endpoint::Tls { .. }) => ConnectError::Tls {
             endpoint: endpoint.clone(),
-            reason,
+            reason: e.to_string(),
             failure,
         },
         source => ConnectError::Protocol {

@@ -1,4 +1,4 @@
-//! Codec benchmark (issue 2): our strict codec against the generic ciborium path, side by side.
+//! Codec benchmark: our strict codec against the generic ciborium path, side by side.
 //!
 //! Run: `cargo bench -p baton-protocol --bench codec` (quick smoke: `BATON_BENCH_QUICK=1`; our
 //! decode alone for `perf record`: `BATON_BENCH_PROFILE=1`, optionally `BATON_BENCH_ITERS=N`).

@@ -6,7 +6,9 @@
 //! friends. [`WireCodec`] pairs the two for a tokio-util `Framed`.
 
 use std::fmt;
+use std::io;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
@@ -102,7 +104,10 @@ impl WireMessage for ServerMessage {
 }
 
 /// Why inbound bytes did not yield a message. `Display` is upstream's exact wording.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Equality is variant by variant; two [`Io`](Self::Io) errors are equal when they are of the
+/// same kind with the same text (an [`io::Error`] has no equality of its own).
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum DecodeError {
     /// Framing failed (oversized length).
@@ -147,20 +152,55 @@ pub enum DecodeError {
         /// Whose messages.
         side: Side,
     },
-    /// I/O error from the transport under a tokio `Framed`.
-    #[error("{0}")]
-    Io(String),
+    /// I/O error from the transport under a tokio `Framed` (shared, so the error stays
+    /// `Clone`).
+    #[error(transparent)]
+    Io(Arc<io::Error>),
 }
 
-impl From<std::io::Error> for DecodeError {
-    fn from(e: std::io::Error) -> Self {
-        Self::Io(e.to_string())
+impl From<io::Error> for DecodeError {
+    fn from(e: io::Error) -> Self {
+        Self::Io(Arc::new(e))
     }
 }
 
+impl PartialEq for DecodeError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Frame { side, source }, Self::Frame { side: s, source: e }) => {
+                side == s && source == e
+            }
+            (Self::Cbor { side, source }, Self::Cbor { side: s, source: e }) => {
+                side == s && source == e
+            }
+            (Self::InvalidMessage { side }, Self::InvalidMessage { side: s })
+            | (Self::Failed { side }, Self::Failed { side: s })
+            | (Self::Ended { side }, Self::Ended { side: s }) => side == s,
+            (Self::Framing { side, source }, Self::Framing { side: s, source: e }) => {
+                side == s && source == e
+            }
+            (Self::Io(a), Self::Io(b)) => same_io_error(a, b),
+            (
+                Self::Frame { .. }
+                | Self::Cbor { .. }
+                | Self::InvalidMessage { .. }
+                | Self::Framing { .. }
+                | Self::Failed { .. }
+                | Self::Ended { .. }
+                | Self::Io(_),
+                _,
+            ) => false,
+        }
+    }
+}
+
+impl Eq for DecodeError {}
+
 /// Why an outbound message could not be framed. `Display` is upstream's wording:
 /// `Unable to encode {side} protocol message: …`, cut to 500 characters.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Equality is as for [`DecodeError`].
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum EncodeError {
     /// The message exceeds a limit (most often the frame length).
     #[error("Unable to encode {side} protocol message: {}", truncate_500(&source.to_string()))]
@@ -170,15 +210,35 @@ pub enum EncodeError {
         /// The encoder error.
         source: CborError,
     },
-    /// I/O error from the transport under a tokio `Framed`.
-    #[error("{0}")]
-    Io(String),
+    /// I/O error from the transport under a tokio `Framed` (shared, so the error stays
+    /// `Clone`).
+    #[error(transparent)]
+    Io(Arc<io::Error>),
 }
 
-impl From<std::io::Error> for EncodeError {
-    fn from(e: std::io::Error) -> Self {
-        Self::Io(e.to_string())
+impl From<io::Error> for EncodeError {
+    fn from(e: io::Error) -> Self {
+        Self::Io(Arc::new(e))
     }
+}
+
+impl PartialEq for EncodeError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Cbor { side, source }, Self::Cbor { side: s, source: e }) => {
+                side == s && source == e
+            }
+            (Self::Io(a), Self::Io(b)) => same_io_error(a, b),
+            (Self::Cbor { .. } | Self::Io(_), _) => false,
+        }
+    }
+}
+
+impl Eq for EncodeError {}
+
+/// The equality of [`DecodeError::Io`] and [`EncodeError::Io`]: same kind, same text.
+fn same_io_error(a: &io::Error, b: &io::Error) -> bool {
+    a.kind() == b.kind() && a.to_string() == b.to_string()
 }
 
 fn truncate_500(s: &str) -> String {

@@ -624,8 +624,8 @@ pub fn tracker(data: &[u8]) {
         (old, new)
     };
 
-    // Equal values produce nothing (including maps with reserved keys, which once
-    // re-set themselves: seed `tracker/reserved-key`).
+    // Equal values produce nothing, maps with reserved keys included (seed
+    // `tracker/reserved-key`).
     for v in [&old, &new] {
         assert!(chord::diff(v, v).is_empty(), "diff(v, v) is not empty");
     }

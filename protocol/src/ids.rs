@@ -5,12 +5,14 @@ use std::fmt;
 use compact_str::CompactString;
 
 /// Length of a canonical UUID's text form.
-const UUID_TEXT_LENGTH: usize = 36;
+const UUID_TEXT_LENGTH: usize = uuid::fmt::Hyphenated::LENGTH;
 
 /// A canonical lowercase UUIDv4 naming a logical server
 /// (`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).
 ///
-/// Held as its 36 ASCII bytes, so parsing one from a frame allocates nothing.
+/// Held as its 36 ASCII bytes, so parsing one from a frame allocates nothing. Parsing is
+/// upstream's strict check, not [`uuid::Uuid::parse_str`], which also accepts uppercase hex
+/// and the braced, URN and unhyphenated forms.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ServerId([u8; UUID_TEXT_LENGTH]);
 
@@ -42,12 +44,10 @@ impl ServerId {
     }
 
     /// Builds a UUIDv4 from 16 random bytes (the caller supplies randomness: this crate is pure).
-    pub fn from_random_bytes(mut b: [u8; 16]) -> Self {
-        b[6] = (b[6] & 0x0f) | 0x40;
-        b[8] = (b[8] & 0x3f) | 0x80;
-        let text = format_uuid(&b);
+    pub fn from_random_bytes(b: [u8; 16]) -> Self {
+        let uuid = uuid::Builder::from_random_bytes(b).into_uuid();
         let mut bytes = [0; UUID_TEXT_LENGTH];
-        bytes.copy_from_slice(text.as_bytes());
+        uuid.hyphenated().encode_lower(&mut bytes);
         Self(bytes)
     }
 
@@ -60,14 +60,7 @@ impl ServerId {
 
 /// Formats 16 bytes as a lowercase hyphenated UUID.
 pub fn format_uuid(b: &[u8; 16]) -> String {
-    let mut s = String::with_capacity(36);
-    for (i, byte) in b.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            s.push('-');
-        }
-        s.push_str(&format!("{byte:02x}"));
-    }
-    s
+    uuid::Uuid::from_bytes(*b).hyphenated().to_string()
 }
 
 /// True for a canonical lowercase UUIDv4 string.
@@ -238,6 +231,45 @@ mod tests {
                 prop_assert_eq!(is_canonical_uuid_v4(s), expected);
                 prop_assert_eq!(ServerId::parse(s).is_ok(), expected);
             }
+            if expected {
+                // What the check accepts, the uuid crate reads as an RFC 9562 version 4 UUID
+                // that formats back to the same text.
+                let parsed = uuid::Uuid::try_parse_ascii(&b).unwrap();
+                prop_assert_eq!(parsed.get_version(), Some(uuid::Version::Random));
+                prop_assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122);
+                let text = parsed.hyphenated().to_string();
+                prop_assert_eq!(text.as_bytes(), &b[..]);
+            }
+        }
+
+        #[test]
+        fn random_bytes_make_a_canonical_v4_server_id(b in any::<[u8; 16]>()) {
+            let id = ServerId::from_random_bytes(b);
+            prop_assert!(reference(id.as_str()), "{}", id);
+            prop_assert_eq!(&ServerId::parse(id.as_str()).unwrap(), &id);
+            // Only the version and variant bits are set; every other bit is the caller's.
+            let uuid = uuid::Uuid::parse_str(id.as_str()).unwrap();
+            let mut expected = b;
+            expected[6] = (expected[6] & 0x0f) | 0x40;
+            expected[8] = (expected[8] & 0x3f) | 0x80;
+            prop_assert_eq!(uuid.into_bytes(), expected);
+            prop_assert_eq!(format_uuid(&expected), id.as_str());
+        }
+    }
+
+    #[test]
+    fn forms_the_uuid_crate_parses_but_upstream_refuses_are_refused() {
+        let canonical = "0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d";
+        assert!(ServerId::parse(canonical).is_ok());
+        for other in [
+            "0A1B2C3D-4E5F-4A6B-9C7D-8E9F0A1B2C3D",
+            "{0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d}",
+            "urn:uuid:0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d",
+            "0a1b2c3d4e5f4a6b9c7d8e9f0a1b2c3d",
+        ] {
+            assert!(uuid::Uuid::parse_str(other).is_ok(), "{other}");
+            assert_eq!(ServerId::parse(other), Err(IdError::NotServerId), "{other}");
+            assert!(!is_canonical_uuid_v4(other), "{other}");
         }
     }
 

@@ -519,3 +519,37 @@ mod outbound_limit_order {
         assert!(out.len() <= 96, "{} bytes written", out.len());
     }
 }
+
+/// An error a transport wraps in its `io::Error` (as tokio-rustls wraps a TLS alert).
+#[derive(Debug, thiserror::Error)]
+#[error("peer sent a fatal alert")]
+struct TransportFault;
+
+#[test]
+fn a_transport_error_keeps_its_io_error_kind_and_source() {
+    let io = || std::io::Error::new(std::io::ErrorKind::ConnectionReset, TransportFault);
+
+    let decode = baton_protocol::DecodeError::from(io());
+    let baton_protocol::DecodeError::Io(e) = &decode else {
+        panic!("not an I/O error: {decode:?}");
+    };
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset);
+    assert!(e.get_ref().unwrap().is::<TransportFault>());
+    assert_eq!(decode.to_string(), "peer sent a fatal alert");
+    assert_eq!(decode, baton_protocol::DecodeError::from(io()));
+    assert_ne!(
+        decode,
+        baton_protocol::DecodeError::from(std::io::Error::from(
+            std::io::ErrorKind::ConnectionReset
+        ))
+    );
+
+    let encode = baton_protocol::EncodeError::from(io());
+    let baton_protocol::EncodeError::Io(e) = &encode else {
+        panic!("not an I/O error: {encode:?}");
+    };
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset);
+    assert!(e.get_ref().unwrap().is::<TransportFault>());
+    assert_eq!(encode.to_string(), "peer sent a fatal alert");
+    assert_eq!(encode.clone(), encode);
+}

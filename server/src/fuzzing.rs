@@ -20,7 +20,8 @@ use baton_protocol::{
 };
 
 use crate::chord::SharedUpdate;
-use crate::conn::state::{ConnLimits, ConnState, Dispatch, Step};
+use crate::conn::limits::ConnLimits;
+use crate::conn::state::{ConnState, Dispatch, Step};
 use crate::error::ServiceError;
 
 const SERVER: &str = "00000000-0000-4000-8000-000000000001";

@@ -6,7 +6,7 @@ use std::sync::Weak;
 use crate::chord::{ProviderUpdate, SharedUpdate, SubscriptionSnapshot};
 use crate::conn::ConnShared;
 
-pub use crate::conn::state::Published;
+pub use crate::conn::subscriptions::Published;
 
 /// Emits chord provider updates for subscriptions of one connection (upstream's
 /// `publish(subscriptionId, update)` callback).

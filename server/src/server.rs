@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
-use crate::conn::state::ConnLimits;
+use crate::conn::limits::ConnLimits;
 use crate::conn::{self, ConnShared};
 use crate::context::{ConnectionId, Peer};
 use crate::error::{CloseError, StartError};
@@ -37,7 +37,7 @@ use crate::tasks::spawn;
 const MAX_REFUSING: usize = 256;
 /// Connections the server closed that may linger at once, reading and discarding what the
 /// peer still sends so the close does not become a reset; beyond this they close at once.
-/// They no longer hold a connection slot.
+/// They hold no connection slot.
 const MAX_LINGERING: usize = 256;
 /// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);

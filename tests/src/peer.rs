@@ -103,6 +103,36 @@ impl RawPeer {
         Ok(Self::new(tls, server_id))
     }
 
+    /// Connects over TLS to a listener that must refuse the client, and returns the error
+    /// that ends the connection: the handshake's, or (TLS 1.3, where the client finishes its
+    /// half first and the server's verdict on its certificate follows) the first read's after
+    /// a hello is sent. A clean end of stream is [`std::io::ErrorKind::UnexpectedEof`].
+    ///
+    /// # Panics
+    /// If the server sends anything but the refusal, or nothing within [`HANG_GUARD`].
+    pub async fn tls_refusal(
+        addr: SocketAddr,
+        server_id: ServerId,
+        ca_pem: &str,
+        client: Option<&crate::certs::Identity>,
+    ) -> std::io::Error {
+        let mut peer = match Self::tls(addr, server_id, ca_pem, client).await {
+            Ok(peer) => peer,
+            Err(e) => return e,
+        };
+        // The server may already have closed: the read below sees what it sent first.
+        let _ = peer
+            .try_send_bytes(&Self::frame(&ClientMessage::hello()))
+            .await;
+        let mut buf = [0u8; 1024];
+        match tokio::time::timeout(HANG_GUARD, peer.io.read(&mut buf)).await {
+            Err(_) => panic!("hung waiting for the server to refuse the TLS client"),
+            Ok(Ok(0)) => std::io::ErrorKind::UnexpectedEof.into(),
+            Ok(Ok(n)) => panic!("a refused TLS client got {n} bytes: {:02x?}", &buf[..n]),
+            Ok(Err(e)) => e,
+        }
+    }
+
     /// Sends raw bytes.
     pub async fn send_bytes(&mut self, bytes: &[u8]) {
         self.io.write_all(bytes).await.expect("write");
@@ -275,6 +305,22 @@ impl RawPeer {
 /// Convenience for asserting an error outcome.
 pub fn error(code: &str, message: &str) -> Outcome {
     Outcome::Error(WireError::new(code, message))
+}
+
+/// The TLS error an I/O error carries, if it carries one (tokio-rustls reports rustls errors,
+/// alerts received included, as [`std::io::ErrorKind::InvalidData`] wrapping them).
+pub fn tls_error(e: &std::io::Error) -> Option<&rustls::Error> {
+    e.get_ref()?.downcast_ref()
+}
+
+/// The record of the fatal `alert` a TLS server writes to a peer it refuses before any key is
+/// agreed (in the clear).
+pub fn plaintext_alert(alert: rustls::AlertDescription) -> Vec<u8> {
+    const FATAL: u8 = 2;
+    let mut record = vec![u8::from(rustls::ContentType::Alert)];
+    record.extend(rustls::ProtocolVersion::TLSv1_2.to_array());
+    record.extend([0, 2, FATAL, u8::from(alert)]);
+    record
 }
 
 fn tls_client_config(

@@ -27,23 +27,28 @@ use baton_protocol::{ClientMessage, Outcome, ServerMessage, Target, Value, WireE
 use baton_server::ClientAuth;
 use baton_tests::certs::{Identity, TestCa};
 use baton_tests::host::TestHost;
-use baton_tests::peer::{Event, RawPeer, call, error};
+use baton_tests::peer::{RawPeer, call, error, plaintext_alert, tls_error};
 use baton_tests::server::{TestServer, config};
 use baton_tests::{guard, server_id};
+use rustls::AlertDescription;
 
 const SECRET: &str = "sk-live-9f8e7d6c5b4a";
 const PATH: &str = "/home/alice/.config/baton/credentials.json";
 
-/// The TLS handshake fails, or (TLS 1.3: the client finishes first) the first read sees the
-/// close; either way no protocol frame ever arrives.
-async fn assert_refused(s: &TestServer, ca: &TestCa, client: Option<&Identity>, what: &str) {
-    let Ok(mut p) = RawPeer::tls(s.addr(), server_id(), ca.cert_pem(), client).await else {
-        return;
-    };
-    let _ = p
-        .try_send_bytes(&RawPeer::frame(&ClientMessage::hello()))
-        .await;
-    assert_eq!(p.next_event().await, Event::Closed, "{what}");
+/// The server refuses the client with `alert`, during the TLS handshake or (TLS 1.3: the
+/// client finishes first) at the first read after it; no protocol frame ever arrives.
+async fn assert_refused(
+    s: &TestServer,
+    ca: &TestCa,
+    client: Option<&Identity>,
+    alert: AlertDescription,
+    what: &str,
+) {
+    let e = RawPeer::tls_refusal(s.addr(), server_id(), ca.cert_pem(), client).await;
+    match tls_error(&e) {
+        Some(rustls::Error::AlertReceived(got)) if *got == alert => {}
+        _ => panic!("{what}: expected the alert {alert:?}, got {e:?}"),
+    }
 }
 
 async fn mtls_server(auth: ClientAuth, ca: &TestCa, host: TestHost) -> TestServer {
@@ -58,9 +63,30 @@ async fn mutual_tls_refuses_missing_foreign_and_expired_certificates_before_any_
     let alice = ca.client("alice");
 
     let s = mtls_server(ClientAuth::Required, &ca, TestHost::new(&[])).await;
-    assert_refused(&s, &ca, None, "no client certificate").await;
-    assert_refused(&s, &ca, Some(&rogue), "certificate from another CA").await;
-    assert_refused(&s, &ca, Some(&expired), "expired certificate").await;
+    assert_refused(
+        &s,
+        &ca,
+        None,
+        AlertDescription::CertificateRequired,
+        "no client certificate",
+    )
+    .await;
+    assert_refused(
+        &s,
+        &ca,
+        Some(&rogue),
+        AlertDescription::UnknownCA,
+        "certificate from another CA",
+    )
+    .await;
+    assert_refused(
+        &s,
+        &ca,
+        Some(&expired),
+        AlertDescription::CertificateExpired,
+        "expired certificate",
+    )
+    .await;
     assert_eq!(
         s.host.count("connect_services"),
         0,
@@ -80,10 +106,18 @@ async fn mutual_tls_refuses_missing_foreign_and_expired_certificates_before_any_
         &s,
         &ca,
         Some(&expired),
+        AlertDescription::CertificateExpired,
         "expired certificate (optional auth)",
     )
     .await;
-    assert_refused(&s, &ca, Some(&rogue), "foreign certificate (optional auth)").await;
+    assert_refused(
+        &s,
+        &ca,
+        Some(&rogue),
+        AlertDescription::UnknownCA,
+        "foreign certificate (optional auth)",
+    )
+    .await;
     assert_eq!(s.host.count("connect_services"), 0);
 }
 
@@ -119,14 +153,24 @@ async fn a_tls_client_hello_on_a_plaintext_port_fails_cleanly() {
     )
     .await;
 
-    // A real TLS client fails its handshake (the reply is not TLS) without hanging.
+    // A real TLS client fails its handshake without hanging: the reply (the `hello_error`
+    // frame, whose length prefix starts with a zero byte) is no TLS record.
     let ca = TestCa::new("Baton Test CA");
     let tls = guard(
         "tls handshake against plaintext",
         RawPeer::tls(s.addr(), server_id(), ca.cert_pem(), None),
     )
     .await;
-    assert!(tls.is_err());
+    let e = tls.expect_err("a TLS handshake with a plaintext server fails");
+    assert!(
+        matches!(
+            tls_error(&e),
+            Some(rustls::Error::InvalidMessage(
+                rustls::InvalidMessage::InvalidContentType
+            ))
+        ),
+        "{e:?}"
+    );
 
     assert_eq!(s.host.count("connect_services"), 0);
     let mut p = s.ready_peer().await;
@@ -147,8 +191,7 @@ async fn plaintext_on_a_tls_port_is_closed_and_the_server_keeps_serving() {
     let ca = TestCa::new("Baton Test CA");
     let s = TestServer::tls(TestHost::new(&[]), config(), &ca.server(), None).await;
     for _ in 0..3 {
-        // Whatever arrives (a TLS alert at most) is not a frame we decode as a message; the
-        // stream ends.
+        // The reply is TLS's `decode_error` alert, then the end of the stream.
         let mut stream = tokio::net::TcpStream::connect(s.addr()).await.unwrap();
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         stream
@@ -156,12 +199,13 @@ async fn plaintext_on_a_tls_port_is_closed_and_the_server_keeps_serving() {
             .await
             .unwrap();
         let mut got = Vec::new();
-        let _ = guard("close", stream.read_to_end(&mut got)).await;
-        assert!(
-            baton_protocol::codec::ServerMessageDecoder::default()
-                .push(&got)
-                .map_or(true, |m| m.is_empty())
+        let end = guard("close", stream.read_to_end(&mut got)).await;
+        assert_eq!(
+            got,
+            plaintext_alert(AlertDescription::DecodeError),
+            "{got:02x?}"
         );
+        assert!(end.is_ok(), "{end:?}");
     }
     assert_eq!(s.host.count("connect_services"), 0);
     let mut p = RawPeer::tls(s.addr(), server_id(), ca.cert_pem(), None)

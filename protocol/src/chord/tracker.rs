@@ -108,12 +108,8 @@ pub(crate) fn overlap(a: &str, b: &str, scan: usize) -> usize {
     if a.is_empty() || b.is_empty() || scan == 0 {
         return 0;
     }
-    let mut start = a.len().saturating_sub(scan);
-    while !a.is_char_boundary(start) {
-        start += 1;
-    }
-    let tail = &a[start..];
-    let long = floor_boundary(b, PROBE.min(b.len()));
+    let tail = &a[a.ceil_char_boundary(a.len().saturating_sub(scan))..];
+    let long = b.floor_char_boundary(PROBE);
     let one = b.chars().next().map_or(0, char::len_utf8);
     for head_len in [long, one] {
         if head_len == 0 {
@@ -139,14 +135,6 @@ pub(crate) fn overlap(a: &str, b: &str, scan: usize) -> usize {
         }
     }
     0
-}
-
-/// The largest character boundary of `s` not above `at`.
-fn floor_boundary(s: &str, mut at: usize) -> usize {
-    while at > 0 && !s.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
 }
 
 fn diff_map(before: &Map, after: &Map, path: &mut Path, out: &mut Vec<Op>) {

@@ -18,9 +18,11 @@
 //! No lock is held across an `.await`: every state access is one synchronous
 //! [`ConnShared::with`].
 
-pub(crate) mod outbound;
+pub(crate) mod limits;
+mod outbound;
 mod read;
 pub(crate) mod state;
+pub(crate) mod subscriptions;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

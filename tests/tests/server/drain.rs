@@ -106,7 +106,8 @@ async fn close_with_no_connections_removes_the_socket_and_refuses_connects() {
     assert!(path.exists());
     guard("close", s.server.close()).await.unwrap();
     assert!(!path.exists());
-    assert!(tokio::net::UnixStream::connect(&path).await.is_err());
+    let refused = tokio::net::UnixStream::connect(&path).await.unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::NotFound, "{refused}");
 }
 
 #[tokio::test]

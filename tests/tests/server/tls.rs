@@ -5,9 +5,10 @@ use baton_protocol::{ClientMessage, Outcome, Target, Value};
 use baton_server::{ClientAuth, PeerIdentity, SubjectAltName};
 use baton_tests::certs::TestCa;
 use baton_tests::host::TestHost;
-use baton_tests::peer::{Event, RawPeer, call};
+use baton_tests::peer::{RawPeer, call, plaintext_alert, tls_error};
 use baton_tests::server::{TestServer, config};
 use baton_tests::server_id;
+use rustls::AlertDescription;
 
 fn sha256_hex(der: &[u8]) -> String {
     use std::fmt::Write;
@@ -88,7 +89,13 @@ async fn tls_requiring_a_client_certificate_rejects_a_client_without_one() {
         Some((&ca, ClientAuth::Required)),
     )
     .await;
-    assert_rejected(s.addr(), ca.cert_pem(), None).await;
+    assert_rejected(
+        s.addr(),
+        ca.cert_pem(),
+        None,
+        AlertDescription::CertificateRequired,
+    )
+    .await;
     assert_eq!(s.host.count("connect_services"), 0);
 }
 
@@ -103,7 +110,13 @@ async fn tls_rejects_a_client_certificate_from_another_ca() {
         Some((&ca, ClientAuth::Optional)),
     )
     .await;
-    assert_rejected(s.addr(), ca.cert_pem(), Some(&rogue)).await;
+    assert_rejected(
+        s.addr(),
+        ca.cert_pem(),
+        Some(&rogue),
+        AlertDescription::UnknownCA,
+    )
+    .await;
     assert_eq!(s.host.count("connect_services"), 0);
 }
 
@@ -123,20 +136,19 @@ async fn optional_client_auth_admits_anonymous_clients() {
     p.handshake().await;
 }
 
-/// The TLS handshake fails, or (TLS 1.3: the client finishes first) the first read fails;
-/// either way no protocol message arrives.
+/// The server refuses the client with `alert` (during the handshake, or at the first read
+/// after it: see [`RawPeer::tls_refusal`]).
 async fn assert_rejected(
     addr: std::net::SocketAddr,
     ca_pem: &str,
     client: Option<&baton_tests::certs::Identity>,
+    alert: AlertDescription,
 ) {
-    let Ok(mut p) = RawPeer::tls(addr, server_id(), ca_pem, client).await else {
-        return;
-    };
-    let _ = p
-        .try_send_bytes(&RawPeer::frame(&ClientMessage::hello()))
-        .await;
-    assert_eq!(p.next_event().await, Event::Closed);
+    let e = RawPeer::tls_refusal(addr, server_id(), ca_pem, client).await;
+    match tls_error(&e) {
+        Some(rustls::Error::AlertReceived(got)) if *got == alert => {}
+        _ => panic!("expected the alert {alert:?}, got {e:?}"),
+    }
 }
 
 #[tokio::test]
@@ -148,13 +160,14 @@ async fn plaintext_sent_to_a_tls_port_is_rejected() {
     raw.write_all(&RawPeer::frame(&ClientMessage::hello()))
         .await
         .unwrap();
-    // Whatever comes back (a TLS alert at most) is not a protocol frame, then EOF.
+    // The reply is TLS's: a `decode_error` alert, then the end of the stream.
     let mut got = Vec::new();
-    let _ = baton_tests::guard("close", raw.read_to_end(&mut got)).await;
-    let mut decoder = baton_protocol::codec::ServerMessageDecoder::default();
-    assert!(
-        decoder.push(&got).map_or(true, |m| m.is_empty()),
-        "got a protocol frame: {got:02x?}"
+    let end = baton_tests::guard("close", raw.read_to_end(&mut got)).await;
+    assert_eq!(
+        got,
+        plaintext_alert(AlertDescription::DecodeError),
+        "{got:02x?}"
     );
+    assert!(end.is_ok(), "{end:?}");
     assert_eq!(s.host.count("connect_services"), 0);
 }
