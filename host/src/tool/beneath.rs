@@ -1,11 +1,11 @@
 //! Opening a path beneath a directory descriptor, so that no component of it can lead out.
 //!
-//! [`Root::open`] resolves a relative path starting at the root's descriptor. With
+//! [`Root::open_at`] resolves a relative path starting at the root's descriptor. With
 //! [`Scope::Beneath`] (a confined workspace) every step of the resolution must stay beneath
 //! the root: `..` above it, an absolute path and an absolute symlink fail with `EXDEV`, and a
 //! relative symlink is followed only while it stays beneath. With [`Scope::InRoot`] (the
 //! unconfined tools, rooted at `/`) resolution is the ordinary one. Magic links
-//! (`/proc/self/fd/*`) are never followed.
+//! (`/proc/self/fd/*`) are never followed as such.
 //!
 //! The kernel does the resolution where it can: `openat2` with `RESOLVE_BENEATH` (or
 //! `RESOLVE_IN_ROOT`) and `RESOLVE_NO_MAGICLINKS`. Where it cannot (a kernel before 5.6, or a

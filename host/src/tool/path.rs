@@ -441,10 +441,16 @@ impl Call {
         let Some((found, mut fd)) = existing else {
             return Err(Failure::Io(Errno::NOENT.into()));
         };
+        // Every missing step must be a name: `..` after a missing directory is refused before
+        // anything is made.
+        let mut names = Vec::with_capacity(found);
         for prefix in prefixes[..found].iter().rev() {
             let Some((_, name)) = split(prefix) else {
                 return Err(Failure::Tool(dot_dot_after_missing(&self.path)));
             };
+            names.push((prefix, name));
+        }
+        for (prefix, name) in names {
             match rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o777)) {
                 Ok(()) | Err(Errno::EXIST) => {}
                 Err(e) => return Err(Failure::from(e)),
@@ -825,6 +831,8 @@ mod tests {
             walk.1
                 .contains(&(PathBuf::from("ws/sub/e.txt"), "e".to_owned()))
         );
+        // A refused `..` after a missing directory made no directory on the way.
+        assert!(!walk.1.iter().any(|(p, _)| p.starts_with("ws/missing")));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
