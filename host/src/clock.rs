@@ -5,7 +5,11 @@
 //! deterministic.
 
 use std::fmt;
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use time::UtcDateTime;
+use time::format_description::BorrowedFormatItem;
 
 /// A source of wall-clock time in Unix milliseconds.
 pub trait Clock: Send + Sync + fmt::Debug {
@@ -54,96 +58,53 @@ impl Clock for ManualClock {
     }
 }
 
-/// Formats Unix milliseconds as ISO-8601 UTC with milliseconds (`2025-05-30T01:20:00.000Z`).
+/// Formats Unix milliseconds as ISO-8601 UTC with milliseconds (`2025-05-30T01:20:00.123Z`),
+/// the form JavaScript's `Date.toISOString` writes. An instant after 9999-12-31T23:59:59.999Z
+/// (which four year digits cannot hold) is written as that last instant.
 pub fn format_iso8601(ms: u64) -> String {
-    let secs = ms / 1000;
-    let millis = ms % 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX);
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
+    let t = i128::from(ms)
+        .checked_mul(1_000_000)
+        .and_then(|nanos| UtcDateTime::from_unix_timestamp_nanos(nanos).ok())
+        .unwrap_or(UtcDateTime::MAX);
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.millisecond()
     )
 }
 
-/// Parses the subset of ISO-8601 that [`format_iso8601`] writes (the fraction is optional and
-/// may have 1–9 digits; only `Z` is accepted as the zone). `None` for anything else.
+/// Parses what [`format_iso8601`] writes, with the fraction optional and of any length (cut to
+/// milliseconds), in UTC (`Z`) only: `None` for anything else, an impossible date
+/// (`2025-02-31`, `2023-02-29`) or an instant before 1970.
 pub fn parse_iso8601(text: &str) -> Option<u64> {
-    let b = text.as_bytes();
-    if b.len() < 20 || b.last() != Some(&b'Z') {
+    // The year's description would also take a sign (`+2025-…`), which is not the form above.
+    if !text.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
     }
-    let num = |r: std::ops::Range<usize>| -> Option<u64> {
-        let s = text.get(r)?;
-        if s.bytes().all(|c| c.is_ascii_digit()) {
-            s.parse().ok()
-        } else {
-            None
-        }
-    };
-    let sep = |i: usize, c: u8| b.get(i) == Some(&c);
-    if !(sep(4, b'-') && sep(7, b'-') && sep(10, b'T') && sep(13, b':') && sep(16, b':')) {
-        return None;
-    }
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
-        return None;
-    }
-    let frac = &text[19..text.len() - 1];
-    let millis = if frac.is_empty() {
-        0
-    } else {
-        let digits = frac.strip_prefix('.')?;
-        if digits.is_empty() || digits.len() > 9 || !digits.bytes().all(|c| c.is_ascii_digit()) {
-            return None;
-        }
-        let mut padded = digits.to_owned();
-        padded.truncate(3);
-        while padded.len() < 3 {
-            padded.push('0');
-        }
-        padded.parse::<u64>().ok()?
-    };
-    let days = days_from_civil(i64::try_from(y).ok()?, mo, d);
-    let days = u64::try_from(days).ok()?;
-    Some(((days * 86_400 + h * 3600 + mi * 60 + s) * 1000) + millis)
+    let [with_fraction, whole_seconds] = &*ISO8601_UTC;
+    let t = UtcDateTime::parse(text, with_fraction.as_slice())
+        .or_else(|_| UtcDateTime::parse(text, whole_seconds.as_slice()))
+        .ok()?;
+    u64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
-/// Howard Hinnant's `civil_from_days`: days since 1970-01-01 → (year, month, day).
-fn civil_from_days(z: i64) -> (i64, u64, u64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    (
-        y,
-        u64::try_from(m).unwrap_or(1),
-        u64::try_from(d).unwrap_or(1),
-    )
-}
-
-/// Howard Hinnant's `days_from_civil`: (year, month, day) → days since 1970-01-01.
-fn days_from_civil(y: i64, m: u64, d: u64) -> i64 {
-    let m = i64::try_from(m).unwrap_or(1);
-    let d = i64::try_from(d).unwrap_or(1);
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+/// `YYYY-MM-DDTHH:MM:SS.fractionZ` and `YYYY-MM-DDTHH:MM:SSZ` (descriptions parsed at run time
+/// have no optional items).
+static ISO8601_UTC: LazyLock<[Vec<BorrowedFormatItem<'static>>; 2]> = LazyLock::new(|| {
+    let parse = |description| {
+        time::format_description::parse_borrowed::<2>(description)
+            .expect("the ISO-8601 format descriptions are valid")
+    };
+    [
+        parse("[year range:standard]-[month]-[day]T[hour]:[minute]:[second].[subsecond]Z"),
+        parse("[year range:standard]-[month]-[day]T[hour]:[minute]:[second]Z"),
+    ]
+});
 
 #[cfg(test)]
 mod tests {
@@ -174,13 +135,64 @@ mod tests {
         assert_eq!(parse_iso8601("1970-01-01T00:00:01Z"), Some(1000));
         assert_eq!(parse_iso8601("1970-01-01T00:00:01.5Z"), Some(1500));
         assert_eq!(parse_iso8601("1970-01-01T00:00:01.123456Z"), Some(1123));
+        assert_eq!(parse_iso8601("1970-01-01T00:00:01.1234567891Z"), Some(1123));
     }
 
     #[test]
     fn parse_rejects_other_zones_and_garbage() {
         assert_eq!(parse_iso8601("2025-05-30T01:20:00+02:00"), None);
+        assert_eq!(parse_iso8601("2025-05-30T01:20:00+00:00"), None);
+        assert_eq!(parse_iso8601("2025-05-30t01:20:00z"), None);
         assert_eq!(parse_iso8601("not a date at all!!!Z"), None);
         assert_eq!(parse_iso8601("2025-13-30T01:20:00Z"), None);
+        assert_eq!(parse_iso8601("2025-05-30T24:00:00Z"), None);
+        assert_eq!(parse_iso8601("2025-05-30T01:20:00.Z"), None);
+        assert_eq!(parse_iso8601("2025-05-30T01:20:00.123Z trailing"), None);
+        assert_eq!(parse_iso8601("+2025-05-30T01:20:00Z"), None);
+        assert_eq!(parse_iso8601("1969-12-31T23:59:59.999Z"), None);
+    }
+
+    #[test]
+    fn parse_rejects_days_the_month_does_not_have() {
+        assert_eq!(parse_iso8601("2025-02-31T12:00:00.000Z"), None);
+        assert_eq!(parse_iso8601("2025-04-31T12:00:00.000Z"), None);
+        assert_eq!(parse_iso8601("2023-02-29T12:00:00.000Z"), None);
+        assert_eq!(parse_iso8601("1900-02-29T12:00:00.000Z"), None);
+        assert_eq!(parse_iso8601("2025-01-00T12:00:00.000Z"), None);
+        assert_eq!(parse_iso8601("2025-01-32T12:00:00.000Z"), None);
+        assert!(parse_iso8601("2024-02-29T12:00:00.000Z").is_some());
+        assert!(parse_iso8601("2000-02-29T12:00:00.000Z").is_some());
+        assert!(parse_iso8601("2025-01-31T12:00:00.000Z").is_some());
+    }
+
+    #[test]
+    fn what_is_written_parses_back_to_the_same_instant() {
+        // Every millisecond boundary case, each day of a leap year, and the ends of the range.
+        let day = 86_400_000;
+        let leap_year_start = parse_iso8601("2024-01-01T00:00:00.000Z").unwrap();
+        let instants = (0..366)
+            .map(|d| leap_year_start + d * day + d * 3_600_123 % day)
+            .chain([0, 1, 999, 1000, 951_782_400_000, 4_102_444_799_999])
+            .chain([253_402_300_799_999]);
+        for ms in instants {
+            let text = format_iso8601(ms);
+            assert_eq!(text.len(), 24, "{text}");
+            assert_eq!(parse_iso8601(&text), Some(ms), "{text}");
+        }
+        assert_eq!(format_iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(
+            format_iso8601(253_402_300_799_999),
+            "9999-12-31T23:59:59.999Z"
+        );
+    }
+
+    #[test]
+    fn an_instant_past_year_9999_is_written_as_the_last_one_four_digits_hold() {
+        assert_eq!(
+            format_iso8601(253_402_300_800_000),
+            "9999-12-31T23:59:59.999Z"
+        );
+        assert_eq!(format_iso8601(u64::MAX), "9999-12-31T23:59:59.999Z");
     }
 
     #[test]

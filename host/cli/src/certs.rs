@@ -17,6 +17,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, PublicKeyData, SanType,
@@ -334,7 +337,7 @@ fn issue(out: &Path, client: &ClientName) -> Result<(), Failure> {
 
     let ca_key = KeyPair::from_pem(&ca_key_pem)
         .map_err(|e| Failure::from_error(&format!("{} is not a key", ca_key_path.display()), &e))?;
-    let ca_der = pem_der(&ca_pem).ok_or_else(|| {
+    let ca_spki = certified_key(&ca_pem).ok_or_else(|| {
         Failure::new(format!(
             "{} is not a PEM certificate",
             ca_pem_path.display()
@@ -342,8 +345,7 @@ fn issue(out: &Path, client: &ClientName) -> Result<(), Failure> {
     })?;
     // The issuer is rebuilt from the CA's parameters, so check that the key really is the
     // one ca.pem certifies: otherwise the host would refuse the new certificate later.
-    let spki = ca_key.subject_public_key_info();
-    if !ca_der.windows(spki.len()).any(|w| w == spki.as_slice()) {
+    if ca_spki != ca_key.subject_public_key_info() {
         return Err(Failure::new(format!(
             "{} is not the key of {}; they must come from the same `baton-host certs` run",
             ca_key_path.display(),
@@ -366,31 +368,13 @@ sha256 {}",
     Ok(())
 }
 
-/// The DER bytes of the first PEM block in `text` (`None` if there is none or its base64
-/// is malformed).
-fn pem_der(text: &str) -> Option<Vec<u8>> {
-    let body = text.split("-----BEGIN CERTIFICATE-----").nth(1)?;
-    let body = body.split("-----END CERTIFICATE-----").next()?;
-    let mut out = Vec::with_capacity(body.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in body.bytes().filter(|c| !c.is_ascii_whitespace()) {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' => break,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push(u8::try_from((acc >> bits) & 0xff).ok()?);
-        }
-    }
-    Some(out)
+/// The SubjectPublicKeyInfo (DER) of the key the first certificate in the PEM text `pem`
+/// certifies; `None` if there is no PEM certificate or it does not parse as X.509.
+fn certified_key(pem: &str) -> Option<Vec<u8>> {
+    let der = CertificateDer::from_pem_slice(pem.as_bytes()).ok()?;
+    let (rest, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
+    rest.is_empty()
+        .then(|| cert.tbs_certificate.subject_pki.raw.to_vec())
 }
 
 #[cfg(test)]
@@ -449,10 +433,79 @@ mod tests {
     }
 
     #[test]
-    fn pem_der_decodes_what_rcgen_encodes() {
+    fn the_certified_key_is_the_one_the_certificate_was_made_for() {
+        let key = KeyPair::generate().unwrap();
+        let other = KeyPair::generate().unwrap();
+        let cert = ca_params().self_signed(&key).unwrap();
+        let certified = certified_key(&cert.pem()).unwrap();
+        assert_eq!(certified, key.subject_public_key_info());
+        assert_ne!(certified, other.subject_public_key_info());
+    }
+
+    #[test]
+    fn a_key_whose_bytes_appear_elsewhere_in_the_certificate_is_not_its_key() {
+        // The other key's SubjectPublicKeyInfo inside an extension of the CA certificate: its
+        // bytes are in the DER, but it is not the key the certificate certifies.
+        let key = KeyPair::generate().unwrap();
+        let other = KeyPair::generate().unwrap();
+        let mut params = ca_params();
+        params
+            .custom_extensions
+            .push(rcgen::CustomExtension::from_oid_content(
+                &[1, 3, 6, 1, 4, 1, 55_555, 1],
+                other.subject_public_key_info(),
+            ));
+        let cert = params.self_signed(&key).unwrap();
+        let spki = other.subject_public_key_info();
+        assert!(cert.der().windows(spki.len()).any(|w| w == spki.as_slice()));
+        assert_eq!(
+            certified_key(&cert.pem()),
+            Some(key.subject_public_key_info())
+        );
+    }
+
+    #[test]
+    fn text_without_a_pem_certificate_certifies_no_key() {
         let key = KeyPair::generate().unwrap();
         let cert = ca_params().self_signed(&key).unwrap();
-        assert_eq!(pem_der(&cert.pem()).as_deref(), Some(cert.der().as_ref()));
-        assert_eq!(pem_der("no pem here"), None);
+        let not_x509 = "-----BEGIN CERTIFICATE-----\naGVsbG8gd29ybGQ=\n-----END CERTIFICATE-----\n";
+        let bad_base64 = "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n";
+        for text in ["no pem here", &key.serialize_pem(), not_x509, bad_base64] {
+            assert_eq!(certified_key(text), None, "{text}");
+        }
+        // Text around the block is ignored, as in a file with comments.
+        let commented = format!("# the CA\n{}", cert.pem());
+        assert_eq!(
+            certified_key(&commented),
+            Some(key.subject_public_key_info())
+        );
+    }
+
+    #[test]
+    fn issuing_refuses_a_ca_key_or_certificate_from_another_pki() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("pki");
+        create(&out, &[]).unwrap();
+        let bob = ClientName::parse("bob").unwrap();
+        let (ca_pem, ca_key) = (out.join("ca.pem"), out.join("ca.key"));
+        let kept = std::fs::read_to_string(&ca_key).unwrap();
+
+        std::fs::remove_file(&ca_key).unwrap();
+        let stranger = KeyPair::generate().unwrap().serialize_pem();
+        write_new(&ca_key, &stranger, true).unwrap();
+        let refused = issue(&out, &bob).unwrap_err().message;
+        assert!(refused.contains("is not the key of"), "{refused}");
+
+        std::fs::remove_file(&ca_key).unwrap();
+        write_new(&ca_key, &kept, true).unwrap();
+        let certificate = std::fs::read_to_string(&ca_pem).unwrap();
+        std::fs::write(&ca_pem, "not a certificate\n").unwrap();
+        let refused = issue(&out, &bob).unwrap_err().message;
+        assert!(refused.contains("is not a PEM certificate"), "{refused}");
+        assert!(!out.join("bob.pem").exists() && !out.join("bob.key").exists());
+
+        std::fs::write(&ca_pem, certificate).unwrap();
+        issue(&out, &bob).unwrap();
+        assert!(out.join("bob.pem").exists());
     }
 }

@@ -44,7 +44,7 @@ use serde::Deserialize;
 use super::Provider;
 use super::anthropic::AnthropicProvider;
 use super::openai::OpenAiProvider;
-use super::transport::Endpoint;
+use super::transport::ProviderUrl;
 use crate::message::Usage;
 use crate::models::{ModelInfo, ModelMeta, ModelRegistry};
 
@@ -149,7 +149,7 @@ impl ProviderConfig {
             provider: self.id.clone(),
             message,
         };
-        let endpoint = match Endpoint::parse(&self.base_url, "") {
+        let endpoint = match ProviderUrl::parse(&self.base_url, "") {
             Ok(e) => Some(e),
             Err(e) => {
                 out.push(warn(e.to_string()));

@@ -19,7 +19,7 @@ use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 
 use super::config::ProviderConfig;
-use super::transport::{Endpoint, trust_anchors};
+use super::transport::{ProviderUrl, trust_anchors};
 
 /// Bound on one probe: resolving, connecting and the TLS handshake together.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -45,7 +45,7 @@ impl ProbeTarget {
     /// # Errors
     /// The base URL's parse failure (already a start-up warning of its own).
     pub fn plan(base_url: &str, proxies: &Matcher) -> Result<Self, String> {
-        let endpoint = Endpoint::parse(base_url, "").map_err(|e| e.to_string())?;
+        let endpoint = ProviderUrl::parse(base_url, "").map_err(|e| e.to_string())?;
         let url = endpoint.url();
         let host = unbracket(url.host_str().unwrap_or("")).to_owned();
         let port = url.port_or_known_default().unwrap_or(0);

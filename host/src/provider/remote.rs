@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::config::{ModelCost, ModelSpec, ProviderConfig};
 use super::retry::RetryPolicy;
 use super::stream::{Call, Decoder, HttpStream};
-use super::transport::{Endpoint, Timeouts, build_client};
+use super::transport::{ProviderUrl, Timeouts, build_client};
 use super::{ModelRequest, ProviderStream};
 
 /// What one network API does differently: its path, how the key travels, the request body,
@@ -84,7 +84,7 @@ pub(crate) struct Remote {
     pub config: ProviderConfig,
     suffix: &'static str,
     timeouts: Timeouts,
-    setup: Result<(reqwest::Client, Endpoint, HeaderMap), String>,
+    setup: Result<(reqwest::Client, ProviderUrl, HeaderMap), String>,
     pub retry: RetryPolicy,
     models: BTreeMap<String, ModelSpec>,
 }
@@ -198,9 +198,9 @@ fn resolve(
     config: &ProviderConfig,
     suffix: &str,
     timeouts: &Timeouts,
-) -> Result<(reqwest::Client, Endpoint, HeaderMap), String> {
+) -> Result<(reqwest::Client, ProviderUrl, HeaderMap), String> {
     let who = |e: String| format!("provider {}: {e}", config.id);
-    let endpoint = Endpoint::parse(&config.base_url, suffix).map_err(|e| who(e.to_string()))?;
+    let endpoint = ProviderUrl::parse(&config.base_url, suffix).map_err(|e| who(e.to_string()))?;
     let client =
         build_client(config.ca_file.as_deref(), timeouts).map_err(|e| who(e.to_string()))?;
     let mut headers = HeaderMap::new();

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::retry::{ConnectFailure, RetryDecision, RetryPolicy, retry_after};
 use super::sse::{SseEvent, SseParser};
-use super::transport::{ERROR_BODY_LIMIT, Endpoint, READ_TIMEOUT, describe};
+use super::transport::{ERROR_BODY_LIMIT, ProviderUrl, READ_TIMEOUT, describe};
 use super::{ProviderEvent, ProviderStream};
 use crate::BoxFuture;
 
@@ -34,7 +34,7 @@ pub(crate) trait Decoder: Send {
 /// One prepared request.
 pub(crate) struct Call {
     pub client: reqwest::Client,
-    pub endpoint: Endpoint,
+    pub endpoint: ProviderUrl,
     /// Includes the credentials (marked sensitive, so `Debug` hides them).
     pub headers: HeaderMap,
     pub body: Vec<u8>,

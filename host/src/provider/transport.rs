@@ -1,10 +1,10 @@
-//! The HTTP client the model providers share, and how endpoints are named.
+//! The HTTP client the model providers share, and how their URLs are named.
 //!
 //! `reqwest` over rustls (the ring provider the rest of the tree uses; no OpenSSL): the
 //! platform's roots (`rustls-native-certs`, which reads `SSL_CERT_FILE` / `SSL_CERT_DIR` in
 //! place of the platform store when they are set) plus an optional extra CA file; connect,
 //! between-chunks read and pool-idle timeouts; `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY` from
-//! the environment (reqwest's default). Error text names the [`Endpoint`] as
+//! the environment (reqwest's default). Error text names the [`ProviderUrl`] as
 //! `scheme://host:port/path` — never credentials, a query or the API key.
 
 use std::fmt;
@@ -103,11 +103,11 @@ pub enum TransportError {
 
 /// A request URL, displayed without credentials or query.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Endpoint {
+pub struct ProviderUrl {
     url: Url,
 }
 
-impl Endpoint {
+impl ProviderUrl {
     /// `base` (e.g. `https://api.example.test/v1`) with `suffix` (e.g. `/chat/completions`)
     /// appended to its path.
     ///
@@ -170,7 +170,7 @@ impl Endpoint {
     }
 }
 
-impl fmt::Display for Endpoint {
+impl fmt::Display for ProviderUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let port = self.url.port_or_known_default().unwrap_or(0);
         // host_str keeps IPv6 brackets.
@@ -184,9 +184,9 @@ impl fmt::Display for Endpoint {
     }
 }
 
-impl fmt::Debug for Endpoint {
+impl fmt::Debug for ProviderUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Endpoint({self})")
+        write!(f, "ProviderUrl({self})")
     }
 }
 
@@ -299,8 +299,8 @@ mod tests {
 
     #[test]
     fn endpoint_display_drops_credentials_and_query() {
-        let e =
-            Endpoint::parse("https://user:secret@api.example.test/v1/?key=abc", "/chat").unwrap();
+        let e = ProviderUrl::parse("https://user:secret@api.example.test/v1/?key=abc", "/chat")
+            .unwrap();
         assert_eq!(e.to_string(), "https://api.example.test:443/v1/chat");
         assert!(!format!("{e:?}").contains("secret"));
         assert_eq!(e.url().query(), Some("key=abc"));
@@ -308,7 +308,7 @@ mod tests {
 
     #[test]
     fn endpoint_names_the_default_port_and_brackets_ipv6() {
-        let e = Endpoint::parse("http://[::1]/v1", "/messages").unwrap();
+        let e = ProviderUrl::parse("http://[::1]/v1", "/messages").unwrap();
         assert_eq!(e.to_string(), "http://[::1]:80/v1/messages");
         assert!(e.is_loopback());
     }
@@ -324,18 +324,22 @@ mod tests {
             ("http://10.0.0.2/v1", false),
             ("https://api.example.test/v1", false),
         ] {
-            assert_eq!(Endpoint::parse(url, "").unwrap().is_loopback(), lo, "{url}");
+            assert_eq!(
+                ProviderUrl::parse(url, "").unwrap().is_loopback(),
+                lo,
+                "{url}"
+            );
         }
     }
 
     #[test]
     fn bad_urls_and_schemes_are_typed_errors() {
         assert!(matches!(
-            Endpoint::parse("not a url", ""),
+            ProviderUrl::parse("not a url", ""),
             Err(TransportError::InvalidUrl { .. })
         ));
         assert!(matches!(
-            Endpoint::parse("ftp://h/v1", ""),
+            ProviderUrl::parse("ftp://h/v1", ""),
             Err(TransportError::UnsupportedScheme { scheme }) if scheme == "ftp"
         ));
     }

@@ -296,13 +296,23 @@ impl OutputSink {
         Ok(())
     }
 
+    /// Creates the file readable by the host's user only (0600; its directory 0700), like
+    /// every file under the sessions directory.
     async fn open(&self) -> Result<tokio::fs::File, ToolError> {
         if let Some(parent) = self.path.parent() {
-            tokio::fs::create_dir_all(parent)
+            tokio::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
                 .await
                 .map_err(|e| ToolError::io(parent, &e))?;
         }
-        tokio::fs::File::create(&self.path)
+        tokio::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&self.path)
             .await
             .map_err(|e| ToolError::io(&self.path, &e))
     }
@@ -349,10 +359,7 @@ impl OutputSink {
         let mut output = kept.join("\n");
         if kept.is_empty() {
             // One enormous line: keep its last bytes on a char boundary.
-            let start = body.len().saturating_sub(self.limits.max_bytes);
-            let start = (start..=body.len())
-                .find(|i| body.is_char_boundary(*i))
-                .unwrap_or(body.len());
+            let start = body.ceil_char_boundary(body.len().saturating_sub(self.limits.max_bytes));
             output = body[start..].to_owned();
         }
         if !spilled {
@@ -544,6 +551,69 @@ mod tests {
         let full = std::fs::read_to_string(run.full_output_path.unwrap()).unwrap();
         assert_eq!(full.lines().count(), 5000);
         assert!(full.starts_with("1\n2\n"));
+    }
+
+    #[tokio::test]
+    async fn the_full_output_file_is_readable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let config = BashConfig {
+            limits: OutputLimits {
+                max_bytes: 100,
+                max_lines: 3,
+                ..OutputLimits::default()
+            },
+            ..BashConfig::default()
+        };
+        // Spilled to the file while the command runs, and written once it ended.
+        for (name, command) in [("spilled", "seq 1 5000"), ("at-end", "seq 1 10")] {
+            let run = run_bash(
+                &config,
+                command,
+                dir.path(),
+                None,
+                &dir.path().join("artifacts"),
+                name,
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+            let path = run.full_output_path.unwrap();
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(format!("{:o}", mode & 0o777), "600", "{}", path.display());
+        }
+        let artifacts = std::fs::metadata(dir.path().join("artifacts")).unwrap();
+        assert_eq!(
+            format!("{:o}", artifacts.permissions().mode() & 0o777),
+            "700"
+        );
+    }
+
+    #[tokio::test]
+    async fn one_line_longer_than_the_byte_limit_keeps_its_last_bytes_on_a_char_boundary() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BashConfig {
+            limits: OutputLimits {
+                max_bytes: 5,
+                max_lines: 10,
+                ..OutputLimits::default()
+            },
+            ..BashConfig::default()
+        };
+        // "aé€😀": the last 5 bytes start inside "€", so the kept tail starts at "😀".
+        let run = run_bash(
+            &config,
+            "printf 'a\\303\\251\\342\\202\\254\\360\\237\\230\\200'",
+            dir.path(),
+            None,
+            &dir.path().join("artifacts"),
+            "wide",
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert!(run.truncated);
+        assert_eq!(run.output, "\u{1F600}");
     }
 
     #[tokio::test]

@@ -4,13 +4,12 @@
 //! the atomic write-back (temporary file + rename, keeping the permission bits) happen under
 //! the file's lock, so edits of one file in one parallel batch apply one after the other.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use baton_protocol::Value;
 use tokio::io::AsyncReadExt;
 
-use super::path::{FileAccess, open_regular, replace_file};
+use super::path::FileAccess;
 use super::{
     ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, path_arg_touched, str_arg,
 };
@@ -87,14 +86,16 @@ impl Tool for EditTool {
             if old.is_empty() {
                 return Err(ToolError::new("oldText must not be empty"));
             }
-            let resolved = self.access.existing(&ctx.cwd, path).await?;
-            let _lock = self.access.locks().lock(&resolved.real).await;
-            let (file, meta) = open_regular(&self.access, path, &resolved).await?;
+            let key = self.access.order_key(&ctx.cwd, path).await;
+            let _lock = self.access.locks().lock(&key).await;
+            let opened = self.access.open_existing(&ctx.cwd, path).await?;
             let mut bytes = Vec::new();
-            file.take(MAX_EDIT_BYTES + 1)
+            opened
+                .file
+                .take(MAX_EDIT_BYTES + 1)
                 .read_to_end(&mut bytes)
                 .await
-                .map_err(|e| ToolError::io(&resolved.real, &e))?;
+                .map_err(|e| ToolError::io(&ctx.resolve(path), &e))?;
             if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > MAX_EDIT_BYTES {
                 return Err(ToolError::new(format!(
                     "{path} is larger than {MAX_EDIT_BYTES} bytes; edit it with bash instead"
@@ -111,15 +112,10 @@ impl Tool for EditTool {
                         .find(old)
                         .map_or(1, |at| text[..at].matches('\n').count() + 1);
                     let updated = text.replacen(old, new, 1);
-                    let mode = meta.permissions().mode() & 0o7777;
-                    replace_file(
-                        &self.access,
-                        path,
-                        &resolved,
-                        updated.as_bytes(),
-                        Some(mode),
-                    )
-                    .await?;
+                    opened
+                        .placed
+                        .replace(updated.into_bytes(), Some(opened.mode))
+                        .await?;
                     let mut details = baton_protocol::Map::new();
                     if let Ok(v) = Value::try_from(line) {
                         details.insert("firstChangedLine", v);

@@ -12,14 +12,16 @@
 //! # Confinement
 //!
 //! By default ([`BashConfig::confine`]) the coding tools stay in the working directory:
-//! `read`, `write` and `edit` refuse paths whose canonical form is outside it (`..`, absolute
-//! paths, symlinks), `read` reads only regular files and at most [`MAX_READ_BYTES`] at a time,
+//! `read`, `write` and `edit` resolve every path beneath a descriptor of it and refuse one that
+//! leads out (`..`, absolute paths, symlinks, a directory swapped for a symlink while the call
+//! runs), `read` reads only regular files and at most [`MAX_READ_BYTES`] at a time,
 //! and `bash` runs with a scrubbed environment under Landlock where the kernel has it
 //! ([`confinement_status`]). Calls of one session that touch the same file take that file's
 //! lock ([`FileAccess`]), so they do not interleave, and within one batch they run in call order
 //! ([`Tool::touched_paths`]).
 
 mod bash;
+mod beneath;
 mod confine;
 mod edit;
 mod path;

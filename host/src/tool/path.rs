@@ -1,33 +1,41 @@
 //! Where the file tools may go, and how they open and replace files.
 //!
-//! A path is resolved against the session's working directory (the *workspace*) and
-//! canonicalised; when [`FileAccess`] is confined (the default) a path whose canonical form is
-//! not inside the canonical workspace is refused, whether it got there through `..`, an
-//! absolute path or a symlink. A file that does not exist yet is placed by its nearest existing
-//! ancestor, which must be inside, and the rest of the path may not contain `..`.
+//! Every path is resolved beneath a descriptor of the session's working directory (the
+//! *workspace*), never by name from `/` ([`beneath`](super::beneath)): when [`FileAccess`] is
+//! confined (the default) no component may lead out of it, whether through `..`, an absolute
+//! path or a symlink, and each decision is made on a descriptor that is then used. A file is
+//! placed by the descriptor of its directory and its name there ([`Placed`]); it is opened
+//! with `O_NOFOLLOW | O_NONBLOCK` relative to that descriptor and checked with `fstat`, and it
+//! is replaced by a temporary file created in that directory (`O_CREAT | O_EXCL`) and renamed
+//! over the name with `renameat`, so a reader sees the old or the new content, never a mix. A
+//! process of the workspace that swaps a directory for a symlink meanwhile can make a call
+//! fail, never make it read or write outside.
 //!
-//! Opening is race-resistant where that is cheap: the final component is opened with
-//! `O_NOFOLLOW` (a symlink swapped in after the check is refused), and the opened file's real
-//! path is read back from `/proc/self/fd` and checked again. Replacing a file writes a
-//! temporary file in the same directory and renames it over the target, so a reader sees the
-//! old or the new content, never a mix.
+//! A refused path is named with where it really leads (its canonical form), e.g.
+//! `refused: ../x resolves to /home/me/x, which is outside the workspace /home/me/proj`; that
+//! canonical form is computed only for the message, and for one more resolution beneath the
+//! workspace when a symlink with an absolute target leads back inside.
 //!
 //! [`PathLocks`] serialise the calls of one session that touch the same file: a `read`,
 //! `write` or `edit` holds its file's lock from before it reads until after it replaced the
 //! file, so two edits of one file in one parallel batch both land.
 
 use std::collections::HashMap;
-use std::ffi::OsString;
-use std::io::ErrorKind;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
+use std::ffi::{OsStr, OsString};
+use std::io::{ErrorKind, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::io::AsyncWriteExt;
+use parking_lot::Mutex;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 use tokio::sync::OwnedMutexGuard;
 
+use super::beneath::{MAX_SYMLINKS, Resolver, Root, Scope};
 use super::{ToolError, resolve_path};
 
 /// How the `read`, `write` and `edit` tools of one session treat paths: confined to the
@@ -35,6 +43,7 @@ use super::{ToolError, resolve_path};
 #[derive(Debug, Clone)]
 pub struct FileAccess {
     confine: bool,
+    resolver: Resolver,
     locks: PathLocks,
 }
 
@@ -43,16 +52,28 @@ impl FileAccess {
     pub fn confined() -> Self {
         Self {
             confine: true,
+            resolver: Resolver::best(),
             locks: PathLocks::default(),
         }
     }
 
-    /// Any path the host user can reach is allowed (still canonicalised, locked, and opened
-    /// without following a final symlink swapped in late; non-regular files are still refused).
+    /// Any path the host user can reach is allowed (still locked, opened without following a
+    /// final symlink swapped in late, and replaced by `renameat` in the file's directory;
+    /// non-regular files are still refused).
     pub fn unconfined() -> Self {
         Self {
             confine: false,
-            locks: PathLocks::default(),
+            ..Self::confined()
+        }
+    }
+
+    /// The same access resolving paths by the component-by-component walk, as it does where
+    /// the kernel has no `openat2`.
+    #[cfg(test)]
+    pub(crate) fn walking(self) -> Self {
+        Self {
+            resolver: Resolver::Walk,
+            ..self
         }
     }
 
@@ -66,65 +87,73 @@ impl FileAccess {
         &self.locks
     }
 
-    /// `path` (as the model wrote it) resolved for a file that must exist.
-    pub(crate) async fn existing(&self, cwd: &Path, path: &str) -> Result<Resolved, ToolError> {
-        let root = self.root(cwd).await?;
-        let joined = resolve_path(cwd, path);
-        let real = tokio::fs::canonicalize(&joined)
-            .await
-            .map_err(|e| ToolError::io(&joined, &e))?;
-        self.check(path, &real, &root)?;
-        Ok(Resolved { real, root })
-    }
-
-    /// `path` resolved for a file that may not exist yet: the existing part is canonicalised
-    /// and checked, the rest is appended (it may not contain `..`).
-    pub(crate) async fn creatable(&self, cwd: &Path, path: &str) -> Result<Resolved, ToolError> {
-        let root = self.root(cwd).await?;
-        let real = canonical_creatable(path, &resolve_path(cwd, path)).await?;
-        self.check(path, &real, &root)?;
-        Ok(Resolved { real, root })
-    }
-
-    /// The key that orders the calls of one batch on `path`: its canonical form as
-    /// [`FileAccess::creatable`] computes it (so a file an earlier call of the batch creates,
-    /// and a symlink to a file, key alike), without the confinement check (a refused call
-    /// fails when it runs); the lexical path when even that cannot be computed.
+    /// The key that orders and locks the calls of one batch on `path`: its canonical form
+    /// (so a file an earlier call of the batch creates, and a symlink to a file, key alike),
+    /// without the confinement check (a refused call fails when it runs); the lexical path
+    /// when even that cannot be computed.
     pub(crate) async fn order_key(&self, cwd: &Path, path: &str) -> PathBuf {
         let joined = resolve_path(cwd, path);
-        canonical_creatable(path, &joined).await.unwrap_or(joined)
-    }
-
-    async fn root(&self, cwd: &Path) -> Result<PathBuf, ToolError> {
-        tokio::fs::canonicalize(cwd)
+        let (path, lexical) = (path.to_owned(), joined.clone());
+        blocking(move || Ok(canonical_creatable(&path, &joined).unwrap_or(joined)))
             .await
-            .map_err(|e| ToolError::new(format!("workspace {}: {e}", cwd.display())))
+            .unwrap_or(lexical)
     }
 
-    fn check(&self, path: &str, real: &Path, root: &Path) -> Result<(), ToolError> {
-        if !self.confine || real.starts_with(root) {
-            return Ok(());
-        }
-        Err(outside(path, real, root))
+    /// Opens the existing regular file `path` (as the model wrote it) for reading: never
+    /// blocks on a FIFO or a device, refuses anything but a regular file.
+    pub(crate) async fn open_existing(&self, cwd: &Path, path: &str) -> Result<Opened, ToolError> {
+        let call = self.call(cwd, path);
+        blocking(move || {
+            let call = call()?;
+            call.beneath(|rel| {
+                let placed = call.place(rel, false)?;
+                let (file, meta) = call.open_regular(&placed)?;
+                Ok(Opened {
+                    file: tokio::fs::File::from_std(file),
+                    mode: meta.mode() & 0o7777,
+                    placed,
+                })
+            })
+        })
+        .await
     }
 
-    /// Checks, through `/proc/self/fd`, that the opened `file` really is inside the workspace
-    /// (a directory swapped for a symlink between the check and the open is caught here).
-    /// Without `/proc` the check before opening stands alone.
-    pub(crate) async fn verify_open(
+    /// Places `path` for a `write`: its missing parent directories are created (each beneath
+    /// the workspace), and an existing file there must be a regular file, whose permission
+    /// bits are returned to be kept.
+    pub(crate) async fn place_new(
         &self,
+        cwd: &Path,
         path: &str,
-        file: &tokio::fs::File,
-        root: &Path,
-    ) -> Result<(), ToolError> {
-        if !self.confine {
-            return Ok(());
-        }
-        let link = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-        match tokio::fs::read_link(&link).await {
-            Ok(real) if !real.starts_with(root) => Err(outside(path, &real, root)),
-            Ok(_) | Err(_) => Ok(()),
-        }
+    ) -> Result<(Placed, Option<u32>), ToolError> {
+        let call = self.call(cwd, path);
+        blocking(move || {
+            let call = call()?;
+            call.beneath(|rel| {
+                let placed = call.place(rel, true)?;
+                let mode = match rustix::fs::statat(
+                    &placed.dir,
+                    &placed.name,
+                    AtFlags::SYMLINK_NOFOLLOW,
+                ) {
+                    Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+                        FileType::RegularFile => Some(st.st_mode & 0o7777),
+                        other => return Err(Failure::Tool(not_regular(&call.path, other))),
+                    },
+                    Err(Errno::NOENT) => None,
+                    Err(e) => return Err(Failure::from(e)),
+                };
+                Ok((placed, mode))
+            })
+        })
+        .await
+    }
+
+    /// Opens the workspace for one call on `path`, when run (on a blocking thread).
+    fn call(&self, cwd: &Path, path: &str) -> impl FnOnce() -> Result<Call, ToolError> + use<> {
+        let (confine, resolver) = (self.confine, self.resolver);
+        let (cwd, path) = (cwd.to_path_buf(), path.to_owned());
+        move || Call::new(confine, resolver, &cwd, &path)
     }
 }
 
@@ -134,13 +163,347 @@ impl Default for FileAccess {
     }
 }
 
+/// Runs blocking file-system work off the runtime's threads (as `tokio::fs` does).
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(done) => done,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(ToolError::new(format!("file tool: {e}"))),
+    }
+}
+
+/// An existing regular file, opened for reading, and where it is.
+#[derive(Debug)]
+pub(crate) struct Opened {
+    /// The file, opened beneath the workspace.
+    pub(crate) file: tokio::fs::File,
+    /// Its permission bits, from `fstat` on the descriptor.
+    pub(crate) mode: u32,
+    /// Its directory and name, to replace it.
+    pub(crate) placed: Placed,
+}
+
+/// A file's place: the descriptor of its directory (beneath the workspace when confined) and
+/// its name there, which was not a symlink when it was resolved.
+#[derive(Debug)]
+pub(crate) struct Placed {
+    dir: OwnedFd,
+    name: OsString,
+    /// The path as resolved against the workspace, for messages.
+    shown: PathBuf,
+}
+
+impl Placed {
+    /// Replaces (or creates) the file with `contents` atomically: a temporary file in the same
+    /// directory, written and synced, then renamed over the name, all relative to the
+    /// directory's descriptor. `mode` is the permission bits to give it (an existing file's,
+    /// to keep them); `None` uses the default for new files (`0o666` less the umask).
+    pub(crate) async fn replace(
+        self,
+        contents: Vec<u8>,
+        mode: Option<u32>,
+    ) -> Result<(), ToolError> {
+        blocking(move || self.replace_now(&contents, mode)).await
+    }
+
+    fn replace_now(&self, contents: &[u8], mode: Option<u32>) -> Result<(), ToolError> {
+        // A short prefix of the name keeps the temporary name within NAME_MAX.
+        let stem: String = self.name.to_string_lossy().chars().take(64).collect();
+        let mut created = None;
+        for _ in 0..TEMP_ATTEMPTS {
+            let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+            let tmp = OsString::from(format!(".{stem}.baton-{}-{n}.tmp", std::process::id()));
+            match rustix::fs::openat(
+                &self.dir,
+                tmp.as_os_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(mode.unwrap_or(0o666)),
+            ) {
+                Ok(fd) => {
+                    created = Some((tmp, std::fs::File::from(fd)));
+                    break;
+                }
+                Err(Errno::EXIST) => {}
+                Err(e) => return Err(ToolError::io(&self.shown.with_file_name(&tmp), &e.into())),
+            }
+        }
+        let Some((tmp, mut file)) = created else {
+            return Err(ToolError::new(format!(
+                "{}: no free temporary name",
+                self.shown.parent().unwrap_or(&self.shown).display()
+            )));
+        };
+        let shown_tmp = self.shown.with_file_name(&tmp);
+        let written = (|| {
+            if let Some(mode) = mode {
+                // The create mode was filtered by the umask; restore the original bits exactly
+                // (fchmod on the descriptor).
+                file.set_permissions(std::fs::Permissions::from_mode(mode))
+                    .map_err(|e| ToolError::io(&shown_tmp, &e))?;
+            }
+            file.write_all(contents)
+                .map_err(|e| ToolError::io(&shown_tmp, &e))?;
+            file.sync_all().map_err(|e| ToolError::io(&shown_tmp, &e))?;
+            drop(file);
+            rustix::fs::renameat(&self.dir, tmp.as_os_str(), &self.dir, self.name.as_os_str())
+                .map_err(|e| ToolError::io(&self.shown, &e.into()))
+        })();
+        if written.is_err() {
+            let _ = rustix::fs::unlinkat(&self.dir, tmp.as_os_str(), AtFlags::empty());
+        }
+        written
+    }
+}
+
+/// Why one resolution of a call failed.
+#[derive(Debug)]
+enum Failure {
+    /// A step of it would leave the workspace (`EXDEV` beneath the root).
+    Outside,
+    /// Any other I/O error.
+    Io(std::io::Error),
+    /// An error already phrased for the model.
+    Tool(ToolError),
+}
+
+impl From<Errno> for Failure {
+    fn from(e: Errno) -> Self {
+        Self::from(std::io::Error::from(e))
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        if e.raw_os_error() == Some(Errno::XDEV.raw_os_error()) {
+            Self::Outside
+        } else {
+            Self::Io(e)
+        }
+    }
+}
+
+/// One call's workspace, opened, and the path it asked for.
+#[derive(Debug)]
+struct Call {
+    root: Root,
+    /// The canonical path of the root (`/` when unconfined).
+    base: PathBuf,
+    /// The path as the model wrote it.
+    path: String,
+    /// `path` resolved against the working directory.
+    joined: PathBuf,
+    /// `path` relative to the root, when it is lexically beneath it.
+    rel: Option<PathBuf>,
+}
+
+impl Call {
+    fn new(confine: bool, resolver: Resolver, cwd: &Path, path: &str) -> Result<Self, ToolError> {
+        let joined = resolve_path(cwd, path);
+        let workspace_error =
+            |e: std::io::Error| ToolError::new(format!("workspace {}: {e}", cwd.display()));
+        if !confine {
+            let root =
+                Root::open(Path::new("/"), Scope::InRoot, resolver).map_err(workspace_error)?;
+            let absolute = std::path::absolute(&joined).map_err(|e| ToolError::io(&joined, &e))?;
+            let rel = absolute.strip_prefix("/").ok().map(Path::to_path_buf);
+            return Ok(Self {
+                root,
+                base: PathBuf::from("/"),
+                path: path.to_owned(),
+                joined,
+                rel,
+            });
+        }
+        let base = std::fs::canonicalize(cwd).map_err(workspace_error)?;
+        let root = Root::open(&base, Scope::Beneath, resolver).map_err(workspace_error)?;
+        let rel = if Path::new(path).is_absolute() {
+            // Lexically inside (through the canonical or the given workspace path), or left to
+            // the canonical form.
+            joined
+                .strip_prefix(&base)
+                .or_else(|_| joined.strip_prefix(cwd))
+                .ok()
+                .map(Path::to_path_buf)
+        } else {
+            Some(PathBuf::from(path))
+        };
+        Ok(Self {
+            root,
+            base,
+            path: path.to_owned(),
+            joined,
+            rel,
+        })
+    }
+
+    /// Runs `op` on the path relative to the root. When a step of it led out of the
+    /// workspace, the path's canonical form decides the message: outside, the call is refused;
+    /// inside (a symlink with an absolute target, an absolute path through another name of
+    /// the workspace), `op` runs once more on it, again beneath the root.
+    fn beneath<T>(&self, op: impl Fn(&Path) -> Result<T, Failure>) -> Result<T, ToolError> {
+        let first = match &self.rel {
+            Some(rel) => op(rel),
+            None => Err(Failure::Outside),
+        };
+        match first {
+            Err(Failure::Outside) => {}
+            other => return other.map_err(|f| self.error(f)),
+        }
+        let real = canonical_creatable(&self.path, &self.joined)?;
+        let Ok(inside) = real.strip_prefix(&self.base) else {
+            return Err(outside(&self.path, &real, &self.base));
+        };
+        op(inside).map_err(|f| self.error(f))
+    }
+
+    fn error(&self, failure: Failure) -> ToolError {
+        match failure {
+            Failure::Outside => ToolError::new(format!(
+                "refused: {} leads outside the workspace {}",
+                self.path,
+                self.base.display()
+            )),
+            Failure::Io(e) => ToolError::io(&self.joined, &e),
+            Failure::Tool(e) => e,
+        }
+    }
+
+    /// The directory and name of the file `rel` names, following a final symlink while it
+    /// stays in the workspace. With `create`, missing directories on the way are made.
+    fn place(&self, rel: &Path, create: bool) -> Result<Placed, Failure> {
+        let mut rel = rel.to_path_buf();
+        let mut followed = false;
+        for _ in 0..=MAX_SYMLINKS {
+            let Some((parent, name)) = split(&rel) else {
+                // The path names a directory: the workspace, or one it ends in `..` of.
+                return Err(match self.root.open_dir(&rel) {
+                    Ok(_) => Failure::Tool(not_regular(&self.path, FileType::Directory)),
+                    Err(e) if create && e.kind() == ErrorKind::NotFound => {
+                        Failure::Tool(dot_dot_after_missing(&self.path))
+                    }
+                    Err(e) => Failure::from(e),
+                });
+            };
+            let dir = if create {
+                self.dir_creating(parent)?
+            } else {
+                self.root.open_dir(parent)?
+            };
+            match rustix::fs::readlinkat(&dir, name, Vec::new()) {
+                Ok(target) => {
+                    let target = Path::new(OsStr::from_bytes(target.as_bytes()));
+                    rel = if target.is_absolute() {
+                        match target.strip_prefix(&self.base) {
+                            Ok(inside) => inside.to_path_buf(),
+                            Err(_) => return Err(Failure::Outside),
+                        }
+                    } else {
+                        parent.join(target)
+                    };
+                    followed = true;
+                }
+                // A symlink to nothing is not a place to write through.
+                Err(Errno::NOENT) if create && followed => {
+                    return Err(Failure::Tool(not_regular(&self.path, FileType::Symlink)));
+                }
+                Err(Errno::INVAL | Errno::NOENT) => {
+                    return Ok(Placed {
+                        dir,
+                        name: name.to_owned(),
+                        shown: self.joined.clone(),
+                    });
+                }
+                Err(e) => return Err(Failure::from(e)),
+            }
+        }
+        Err(Failure::Io(Errno::LOOP.into()))
+    }
+
+    /// The directory `rel`, made (with its missing parents) where it does not exist; each
+    /// directory is made relative to its parent's descriptor, and the result opened beneath
+    /// the root again.
+    fn dir_creating(&self, rel: &Path) -> Result<OwnedFd, Failure> {
+        let prefixes: Vec<&Path> = rel.ancestors().collect();
+        // `prefixes` runs from `rel` to the empty path; find the longest one that exists.
+        let mut existing = None;
+        for (i, prefix) in prefixes.iter().enumerate() {
+            match self.root.open_dir(prefix) {
+                Ok(fd) => {
+                    existing = Some((i, fd));
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let Some((found, mut fd)) = existing else {
+            return Err(Failure::Io(Errno::NOENT.into()));
+        };
+        // Every missing step must be a name: `..` after a missing directory is refused before
+        // anything is made.
+        let mut names = Vec::with_capacity(found);
+        for prefix in prefixes[..found].iter().rev() {
+            let Some((_, name)) = split(prefix) else {
+                return Err(Failure::Tool(dot_dot_after_missing(&self.path)));
+            };
+            names.push((prefix, name));
+        }
+        for (prefix, name) in names {
+            match rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o777)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(Failure::from(e)),
+            }
+            fd = self.root.open_dir(prefix)?;
+        }
+        Ok(fd)
+    }
+
+    /// Opens the file at `placed` for reading: `O_NOFOLLOW` (a symlink swapped in since it was
+    /// placed is refused), `O_NONBLOCK` (a FIFO or a device never waits for a peer), and only
+    /// a regular file, by `fstat` on the descriptor.
+    fn open_regular(&self, placed: &Placed) -> Result<(std::fs::File, std::fs::Metadata), Failure> {
+        let fd = rustix::fs::openat(
+            &placed.dir,
+            placed.name.as_os_str(),
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            Errno::LOOP => Failure::Tool(ToolError::new(format!(
+                "refused: {} became a symlink while it was being opened",
+                self.path
+            ))),
+            e => Failure::from(e),
+        })?;
+        let file = std::fs::File::from(fd);
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(Failure::Tool(not_regular(
+                &self.path,
+                FileType::from_raw_mode(meta.mode()),
+            )));
+        }
+        Ok((file, meta))
+    }
+}
+
+/// The parent and the final name of `rel`, when it ends in a name (not `..`, `.` or nothing).
+fn split(rel: &Path) -> Option<(&Path, &OsStr)> {
+    match rel.components().next_back() {
+        Some(Component::Normal(name)) => Some((rel.parent().unwrap_or(Path::new("")), name)),
+        _ => None,
+    }
+}
+
 /// `joined` canonicalised for a file that may not exist yet: the existing part is
 /// canonicalised, the rest is appended (it may not contain `..`).
-async fn canonical_creatable(path: &str, joined: &Path) -> Result<PathBuf, ToolError> {
+fn canonical_creatable(path: &str, joined: &Path) -> Result<PathBuf, ToolError> {
     let mut rest: Vec<OsString> = Vec::new();
     let mut probe = joined;
     loop {
-        match tokio::fs::canonicalize(probe).await {
+        match std::fs::canonicalize(probe) {
             Ok(base) => {
                 let mut real = base;
                 for part in rest.iter().rev() {
@@ -152,9 +515,7 @@ async fn canonical_creatable(path: &str, joined: &Path) -> Result<PathBuf, ToolE
                 let (Some(parent), Some(Component::Normal(name))) =
                     (probe.parent(), probe.components().next_back())
                 else {
-                    return Err(ToolError::new(format!(
-                        "refused: {path} has `..` after a directory that does not exist"
-                    )));
+                    return Err(dot_dot_after_missing(path));
                 };
                 rest.push(name.to_owned());
                 probe = parent;
@@ -162,6 +523,12 @@ async fn canonical_creatable(path: &str, joined: &Path) -> Result<PathBuf, ToolE
             Err(e) => return Err(ToolError::io(probe, &e)),
         }
     }
+}
+
+fn dot_dot_after_missing(path: &str) -> ToolError {
+    ToolError::new(format!(
+        "refused: {path} has `..` after a directory that does not exist"
+    ))
 }
 
 fn outside(path: &str, real: &Path, root: &Path) -> ToolError {
@@ -172,71 +539,15 @@ fn outside(path: &str, real: &Path, root: &Path) -> ToolError {
     ))
 }
 
-/// A path the checks accepted.
-#[derive(Debug, Clone)]
-pub(crate) struct Resolved {
-    /// Canonical path of the file (for a new file: canonical parent plus the new names).
-    pub(crate) real: PathBuf,
-    /// Canonical workspace.
-    pub(crate) root: PathBuf,
-}
-
-/// `O_NOFOLLOW | O_NONBLOCK`: a final symlink is refused (`ELOOP`), and opening a FIFO or a
-/// device never waits for a peer.
-fn open_flags() -> i32 {
-    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
-    // The flag bits are small positive constants; the cast cannot wrap.
-    flags.bits().cast_signed()
-}
-
-/// Opens the resolved regular file for reading: never follows a final symlink, never blocks on
-/// a FIFO, and refuses anything but a regular file.
-pub(crate) async fn open_regular(
-    access: &FileAccess,
-    path: &str,
-    resolved: &Resolved,
-) -> Result<(tokio::fs::File, std::fs::Metadata), ToolError> {
-    let file = tokio::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(open_flags())
-        .open(&resolved.real)
-        .await
-        .map_err(|e| open_error(path, &resolved.real, &e))?;
-    let meta = file
-        .metadata()
-        .await
-        .map_err(|e| ToolError::io(&resolved.real, &e))?;
-    if !meta.is_file() {
-        return Err(not_regular(path, &meta));
-    }
-    access.verify_open(path, &file, &resolved.root).await?;
-    Ok((file, meta))
-}
-
-fn open_error(path: &str, real: &Path, e: &std::io::Error) -> ToolError {
-    if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
-        ToolError::new(format!(
-            "refused: {path} became a symlink while it was being opened"
-        ))
-    } else {
-        ToolError::io(real, e)
-    }
-}
-
-/// The error for a path that is a directory, FIFO, socket or device.
-pub(crate) fn not_regular(path: &str, meta: &std::fs::Metadata) -> ToolError {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    let kind = if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device"
-    } else {
-        "not a regular file"
+/// The error for a path that is a directory, FIFO, socket, device or a symlink to nothing.
+fn not_regular(path: &str, kind: FileType) -> ToolError {
+    let kind = match kind {
+        FileType::Directory => "a directory",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice | FileType::BlockDevice => "a device",
+        FileType::Symlink => "a symlink to nothing",
+        FileType::RegularFile | FileType::Unknown => "not a regular file",
     };
     ToolError::new(format!("refused: {path} is {kind}, not a regular file"))
 }
@@ -246,73 +557,6 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Most tries at a fresh temporary name before giving up.
 const TEMP_ATTEMPTS: usize = 16;
-
-/// Replaces (or creates) the regular file `target` with `contents` atomically: a temporary file
-/// in the same directory, written and synced, then renamed over `target`. `mode` is the
-/// permission bits to give it (an existing file's, to keep them); `None` uses the default for
-/// new files (`0o666` less the umask).
-pub(crate) async fn replace_file(
-    access: &FileAccess,
-    path: &str,
-    resolved: &Resolved,
-    contents: &[u8],
-    mode: Option<u32>,
-) -> Result<(), ToolError> {
-    let target = &resolved.real;
-    let (Some(dir), Some(name)) = (target.parent(), target.file_name()) else {
-        return Err(ToolError::new(format!("refused: {path} names no file")));
-    };
-    // A short prefix of the name keeps the temporary name within NAME_MAX.
-    let stem: String = name.to_string_lossy().chars().take(64).collect();
-    let mut created = None;
-    for _ in 0..TEMP_ATTEMPTS {
-        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(".{stem}.baton-{}-{n}.tmp", std::process::id()));
-        match tokio::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode.unwrap_or(0o666))
-            .custom_flags(open_flags())
-            .open(&tmp)
-            .await
-        {
-            Ok(file) => {
-                created = Some((tmp, file));
-                break;
-            }
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(ToolError::io(&tmp, &e)),
-        }
-    }
-    let Some((tmp, mut file)) = created else {
-        return Err(ToolError::new(format!(
-            "{}: no free temporary name",
-            dir.display()
-        )));
-    };
-    let written = async {
-        access.verify_open(path, &file, &resolved.root).await?;
-        if let Some(mode) = mode {
-            // The create mode was filtered by the umask; restore the original bits exactly.
-            file.set_permissions(std::fs::Permissions::from_mode(mode))
-                .await
-                .map_err(|e| ToolError::io(&tmp, &e))?;
-        }
-        file.write_all(contents)
-            .await
-            .map_err(|e| ToolError::io(&tmp, &e))?;
-        file.sync_all().await.map_err(|e| ToolError::io(&tmp, &e))?;
-        drop(file);
-        tokio::fs::rename(&tmp, target)
-            .await
-            .map_err(|e| ToolError::io(target, &e))
-    }
-    .await;
-    if written.is_err() {
-        let _ = tokio::fs::remove_file(&tmp).await;
-    }
-    written
-}
 
 /// Per-session locks keyed by canonical path. An entry lives while some call holds or waits
 /// for it; released entries are swept on every acquire and release, so the map is bounded by
@@ -326,7 +570,7 @@ impl PathLocks {
     /// Waits for the lock of `path` (a canonical path). Cancel-safe.
     pub(crate) async fn lock(&self, path: &Path) -> PathGuard {
         let entry = {
-            let mut map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut map = self.inner.lock();
             sweep(&mut map);
             Arc::clone(map.entry(path.to_path_buf()).or_default())
         };
@@ -340,7 +584,7 @@ impl PathLocks {
     /// Entries in the map (tests check that they are cleaned up).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        let mut map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut map = self.inner.lock();
         sweep(&mut map);
         map.len()
     }
@@ -361,18 +605,309 @@ pub(crate) struct PathGuard {
 impl Drop for PathGuard {
     fn drop(&mut self) {
         drop(self.held.take());
-        let mut map = self
-            .locks
-            .inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut map = self.locks.inner.lock();
         sweep(&mut map);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use baton_protocol::Value;
+    use tokio_util::sync::CancellationToken;
+
     use super::*;
+    use crate::tool::{EditTool, ReadTool, Tool, ToolContext, WriteTool};
+
+    /// `read`, `write` and `edit` over one access.
+    fn tools(access: &FileAccess) -> [Arc<dyn Tool>; 3] {
+        [
+            Arc::new(ReadTool::new(access.clone())),
+            Arc::new(WriteTool::new(access.clone())),
+            Arc::new(EditTool::new(access.clone())),
+        ]
+    }
+
+    /// One call of `tool` (`read`, `write` or `edit`); (is_error, text).
+    async fn call(
+        tools: &[Arc<dyn Tool>; 3],
+        tool: &str,
+        json: &str,
+        cwd: &Path,
+    ) -> (bool, String) {
+        let tool = tools.iter().find(|t| t.name() == tool).unwrap();
+        let args = tool
+            .parameters()
+            .parse(&Value::from_json(json).unwrap())
+            .unwrap();
+        let ctx = ToolContext {
+            cwd: cwd.to_path_buf(),
+            artifacts_dir: cwd.join("unused-artifacts"),
+            cancel: CancellationToken::new(),
+            tool_call_id: "call".into(),
+        };
+        let out = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            tool.execute(&args, &ctx),
+        )
+        .await
+        .expect("a tool call hung");
+        match out {
+            Ok(out) => (
+                out.is_error,
+                out.content.iter().filter_map(|c| c.as_text()).collect(),
+            ),
+            Err(e) => (true, e.message),
+        }
+    }
+
+    /// A workspace `ws` and a directory `out` beside it, with the links the cases use.
+    fn workspace(top: &Path) -> PathBuf {
+        let ws = top.join("ws");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::create_dir(top.join("out")).unwrap();
+        std::fs::write(top.join("out/secret"), "outside\n").unwrap();
+        std::fs::write(ws.join("a.txt"), "a old\n").unwrap();
+        std::fs::write(ws.join("sub/b.txt"), "b old\n").unwrap();
+        let link =
+            |target: &Path, name: &str| std::os::unix::fs::symlink(target, ws.join(name)).unwrap();
+        link(Path::new("../a.txt"), "sub/up");
+        link(&ws.join("a.txt"), "abs-in");
+        link(&ws.join("sub"), "abs-in-dir");
+        link(Path::new("../out/secret"), "rel-out");
+        link(&top.join("out/secret"), "abs-out");
+        link(Path::new("../out"), "out-dir");
+        link(Path::new("nowhere"), "dangling");
+        link(Path::new("/dev/zero"), "zero");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            ws.join("pipe"),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        ws
+    }
+
+    /// Every file under `dir` with its content (symlinks as their targets).
+    fn contents(dir: &Path, out: &mut Vec<(PathBuf, String)>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let what = if meta.is_symlink() {
+                format!("-> {}", std::fs::read_link(&path).unwrap().display())
+            } else if meta.is_dir() {
+                contents(&path, out);
+                "dir".to_owned()
+            } else if meta.is_file() {
+                std::fs::read_to_string(&path).unwrap()
+            } else {
+                "special".to_owned()
+            };
+            out.push((path, what));
+        }
+    }
+
+    #[tokio::test]
+    async fn the_walk_answers_every_call_as_openat2_does() {
+        let cases: &[(&str, &str)] = &[
+            ("read", r#"{"path":"a.txt"}"#),
+            ("read", r#"{"path":"sub/up"}"#),
+            ("read", r#"{"path":"sub/../a.txt"}"#),
+            ("read", r#"{"path":"abs-in"}"#),
+            ("read", r#"{"path":"abs-in-dir/b.txt"}"#),
+            ("read", r#"{"path":"../ws/a.txt"}"#),
+            ("read", r#"{"path":"rel-out"}"#),
+            ("read", r#"{"path":"abs-out"}"#),
+            ("read", r#"{"path":"out-dir/secret"}"#),
+            ("read", r#"{"path":"zero"}"#),
+            ("read", r#"{"path":"pipe"}"#),
+            ("read", r#"{"path":"sub"}"#),
+            ("read", r#"{"path":"dangling"}"#),
+            ("read", r#"{"path":"missing/../../x"}"#),
+            (
+                "edit",
+                r#"{"path":"sub/up","oldText":"old","newText":"new"}"#,
+            ),
+            (
+                "edit",
+                r#"{"path":"abs-in-dir/b.txt","oldText":"old","newText":"new"}"#,
+            ),
+            (
+                "edit",
+                r#"{"path":"rel-out","oldText":"outside","newText":"pwned"}"#,
+            ),
+            ("edit", r#"{"path":"pipe","oldText":"a","newText":"b"}"#),
+            ("write", r#"{"path":"new/dirs/c.txt","content":"c"}"#),
+            ("write", r#"{"path":"sub/../d.txt","content":"d"}"#),
+            ("write", r#"{"path":"abs-in-dir/e.txt","content":"e"}"#),
+            ("write", r#"{"path":"out-dir/new.txt","content":"pwned"}"#),
+            (
+                "write",
+                r#"{"path":"out-dir/deeper/new.txt","content":"pwned"}"#,
+            ),
+            (
+                "write",
+                r#"{"path":"missing/../../escape.txt","content":"pwned"}"#,
+            ),
+            ("write", r#"{"path":"dangling","content":"x"}"#),
+            ("write", r#"{"path":"pipe","content":"x"}"#),
+            ("write", r#"{"path":".","content":"x"}"#),
+        ];
+        let mut answers = Vec::new();
+        for access in [FileAccess::confined(), FileAccess::confined().walking()] {
+            let top = tempfile::tempdir().unwrap();
+            let top_path = std::fs::canonicalize(top.path()).unwrap();
+            let ws = workspace(&top_path);
+            let tools = tools(&access);
+            let mut seen = Vec::new();
+            for (tool, json) in cases {
+                let (is_error, text) = call(&tools, tool, json, &ws).await;
+                let text = text.replace(&top_path.display().to_string(), "<top>");
+                seen.push(format!("{tool} {json} -> {is_error} {text}"));
+            }
+            let mut files = Vec::new();
+            contents(&top_path, &mut files);
+            let files: Vec<_> = files
+                .into_iter()
+                .map(|(p, c)| {
+                    (
+                        p.strip_prefix(&top_path).unwrap().to_path_buf(),
+                        c.replace(&top_path.display().to_string(), "<top>"),
+                    )
+                })
+                .collect();
+            answers.push((seen, files));
+        }
+        let (kernel, walk) = (&answers[0], &answers[1]);
+        for (k, w) in kernel.0.iter().zip(&walk.0) {
+            assert_eq!(k, w);
+        }
+        assert_eq!(kernel.1, walk.1, "the two left different trees");
+        // And what they answered is right: inside works, outside is refused, nothing leaked.
+        let answer = |i: usize| walk.0[i].split_once(" -> ").unwrap().1.to_owned();
+        assert_eq!(answer(3), "false a old\n");
+        assert_eq!(answer(4), "false b old\n");
+        assert_eq!(
+            answer(6),
+            "true refused: rel-out resolves to <top>/out/secret, which is outside the workspace \
+             <top>/ws"
+        );
+        assert!(
+            answer(10).ends_with("is a FIFO, not a regular file"),
+            "{}",
+            answer(10)
+        );
+        assert_eq!(
+            answer(24),
+            "true refused: dangling is a symlink to nothing, not a regular file"
+        );
+        assert!(
+            walk.0.iter().all(|a| !a.contains("false outside")),
+            "{:?}",
+            walk.0
+        );
+        let out: Vec<_> = walk
+            .1
+            .iter()
+            .filter(|(p, _)| p.starts_with("out"))
+            .collect();
+        let expected = [
+            (PathBuf::from("out/secret"), "outside\n".to_owned()),
+            (PathBuf::from("out"), "dir".to_owned()),
+        ];
+        assert_eq!(out, expected.iter().collect::<Vec<_>>());
+        assert!(
+            walk.1
+                .contains(&(PathBuf::from("ws/a.txt"), "a new\n".to_owned()))
+        );
+        assert!(
+            walk.1
+                .contains(&(PathBuf::from("ws/sub/e.txt"), "e".to_owned()))
+        );
+        // A refused `..` after a missing directory made no directory on the way.
+        assert!(!walk.1.iter().any(|(p, _)| p.starts_with("ws/missing")));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_walk_keeps_every_call_inside_while_a_directory_is_swapped_for_a_symlink() {
+        let top = tempfile::tempdir().unwrap();
+        let top = std::fs::canonicalize(top.path()).unwrap();
+        let (ws, out) = (top.join("ws"), top.join("out"));
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::create_dir(&out).unwrap();
+        std::fs::write(out.join("a.txt"), "SECRET keep\n").unwrap();
+        std::fs::write(ws.join("sub/a.txt"), "inside keep\n").unwrap();
+        std::os::unix::fs::symlink("../out", ws.join("alt")).unwrap();
+        let outside = |dir: &Path| {
+            let mut all = Vec::new();
+            contents(dir, &mut all);
+            let meta = std::fs::metadata(dir).unwrap();
+            (all, meta.mtime(), meta.mtime_nsec())
+        };
+        let before = outside(&out);
+        let stop = Arc::new(AtomicBool::new(false));
+        let swaps = Arc::new(AtomicU64::new(0));
+        let swapper = {
+            let (stop, swaps, ws) = (Arc::clone(&stop), Arc::clone(&swaps), ws.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let (sub, alt) = (ws.join("sub"), ws.join("alt"));
+                    rustix::fs::renameat_with(
+                        rustix::fs::CWD,
+                        &sub,
+                        rustix::fs::CWD,
+                        &alt,
+                        rustix::fs::RenameFlags::EXCHANGE,
+                    )
+                    .unwrap();
+                    swaps.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        let tools = tools(&FileAccess::confined().walking());
+        let (mut ok, mut refused) = (0, 0);
+        for i in 0..1_000 {
+            let seen = swaps.load(Ordering::Relaxed);
+            while swaps.load(Ordering::Relaxed) == seen {
+                assert!(!swapper.is_finished(), "the swapper stopped");
+                tokio::task::yield_now().await;
+            }
+            let (tool, json) = match i % 4 {
+                0 => ("read", r#"{"path":"sub/a.txt"}"#.to_owned()),
+                1 => (
+                    "edit",
+                    r#"{"path":"sub/a.txt","oldText":"keep","newText":"keep"}"#.to_owned(),
+                ),
+                2 => (
+                    "write",
+                    format!(r#"{{"path":"sub/n{i}.txt","content":"n"}}"#),
+                ),
+                _ => (
+                    "write",
+                    format!(r#"{{"path":"sub/d{i}/x.txt","content":"x"}}"#),
+                ),
+            };
+            let (is_error, text) = call(&tools, tool, &json, &ws).await;
+            assert!(!text.contains("SECRET"), "{json} read outside: {text}");
+            if is_error {
+                assert!(text.starts_with("refused: sub/"), "{json}: {text}");
+                refused += 1;
+            } else {
+                ok += 1;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert_eq!(outside(&out), before, "something outside was written");
+        assert!(ok > 0 && refused > 0, "{ok} succeeded, {refused} refused");
+    }
 
     #[tokio::test]
     async fn a_path_lock_serialises_holders_and_its_entry_goes_away() {

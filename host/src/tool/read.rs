@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use baton_protocol::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 
-use super::path::{FileAccess, open_regular};
+use super::path::FileAccess;
 use super::{
     ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, opt_u64_arg, path_arg_touched,
     str_arg,
@@ -106,11 +106,11 @@ impl Tool for ReadTool {
                 .and_then(|l| usize::try_from(l).ok())
                 .unwrap_or(DEFAULT_MAX_LINES)
                 .min(DEFAULT_MAX_LINES);
-            let resolved = self.access.existing(&ctx.cwd, path).await?;
-            let _lock = self.access.locks().lock(&resolved.real).await;
-            let (file, _) = open_regular(&self.access, path, &resolved).await?;
+            let key = self.access.order_key(&ctx.cwd, path).await;
+            let _lock = self.access.locks().lock(&key).await;
+            let opened = self.access.open_existing(&ctx.cwd, path).await?;
             let window = tokio::select! {
-                w = Window::read(file, offset) => w.map_err(|e| ToolError::io(&resolved.real, &e))?,
+                w = Window::read(opened.file, offset) => w.map_err(|e| ToolError::io(&ctx.resolve(path), &e))?,
                 () = ctx.cancel.cancelled() => return Err(ToolError::new("read aborted")),
             };
             if window.binary {

@@ -3,12 +3,11 @@
 //! The path is confined to the workspace (see [`FileAccess`]); the file is replaced atomically
 //! (temporary file + rename, keeping an existing file's permission bits) under the file's lock.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use baton_protocol::Value;
 
-use super::path::{FileAccess, not_regular, replace_file};
+use super::path::FileAccess;
 use super::{
     ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, path_arg_touched, str_arg,
 };
@@ -73,22 +72,10 @@ impl Tool for WriteTool {
         Box::pin(async move {
             let path = str_arg(arguments, "path")?;
             let content = str_arg(arguments, "content")?;
-            let resolved = self.access.creatable(&ctx.cwd, path).await?;
-            if let Some(parent) = resolved.real.parent() {
-                tokio::fs::create_dir_all(parent)
-                    .await
-                    .map_err(|e| ToolError::io(parent, &e))?;
-            }
-            // The directories may have been created through a symlink planted meanwhile.
-            let resolved = self.access.creatable(&ctx.cwd, path).await?;
-            let _lock = self.access.locks().lock(&resolved.real).await;
-            let mode = match tokio::fs::symlink_metadata(&resolved.real).await {
-                Ok(meta) if meta.is_file() => Some(meta.permissions().mode() & 0o7777),
-                Ok(meta) => return Err(not_regular(path, &meta)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => return Err(ToolError::io(&resolved.real, &e)),
-            };
-            replace_file(&self.access, path, &resolved, content.as_bytes(), mode).await?;
+            let key = self.access.order_key(&ctx.cwd, path).await;
+            let _lock = self.access.locks().lock(&key).await;
+            let (placed, mode) = self.access.place_new(&ctx.cwd, path).await?;
+            placed.replace(content.as_bytes().to_vec(), mode).await?;
             Ok(ToolOutput::text(format!(
                 "Successfully wrote {} bytes to {path}",
                 content.len()
