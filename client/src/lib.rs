@@ -70,9 +70,9 @@ pub use config::{
 };
 pub use conn::SESSION_MANAGEMENT_SERVICE;
 pub use endpoint::{Endpoint, EndpointError};
-pub use error::{ConnectError, RequestError, TlsFailure};
+pub use error::{ConnectError, RequestError};
 pub use reply::Reply;
 pub use session::Session;
 pub use status::{CloseReason, ReconnectRefusal, Status};
 pub use subscription::{EndReason, Subscription, SubscriptionEvent};
-pub use tls::{TlsConfigError, TlsOptions};
+pub use tls::{TlsConfigError, TlsFailure, TlsOptions};

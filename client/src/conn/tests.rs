@@ -15,7 +15,7 @@ use tokio_util::codec::{Decoder, Encoder};
 
 use super::*;
 use crate::config::ReconnectPolicy;
-use crate::error::TlsFailure;
+use crate::tls::TlsFailure;
 use crate::subscription::{EndReason, SubscriptionEvent, SubscriptionParts};
 
 /// A caller, as the core sees it: a tag to tell answers apart.
