@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::config::ClientConfig;
-use crate::conn::{ClientConn, Command, Completion, ConnConfig, RequestNumbers, TargetSpec};
+use crate::conn::{Answer, ClientConn, Command, ConnConfig, RequestNumbers, TargetSpec};
 use crate::driver::{self, Driver};
 use crate::endpoint::Endpoint;
 use crate::error::{ConnectError, RequestError};
@@ -30,7 +30,7 @@ use crate::tls;
 const COMMAND_QUEUE: usize = 256;
 
 /// How a caller waits for the connection task's answer.
-pub(crate) type Waiter = oneshot::Sender<Completion>;
+pub(crate) type Waiter = oneshot::Sender<Answer>;
 
 /// Work that handles queue from `Drop` (which cannot await, and must not be refused by a
 /// full command channel).
@@ -122,16 +122,14 @@ impl Shared {
 }
 
 /// What the connection task answered, or why it did not.
-fn answered(completion: Result<Completion, oneshot::error::RecvError>) -> Completion {
-    completion.unwrap_or_else(|_| {
-        Completion::Reply(Err(RequestError::NotSent("client closed".to_owned())))
-    })
+fn answered(answer: Result<Answer, oneshot::error::RecvError>) -> Answer {
+    answer.unwrap_or_else(|_| Answer::Reply(Err(RequestError::NotSent("client closed".to_owned()))))
 }
 
-fn into_reply(completion: Completion) -> Result<Reply, RequestError> {
-    match completion {
-        Completion::Reply(r) => r,
-        Completion::Attached(r) => r.map(|_| Reply::Void),
+fn into_reply(answer: Answer) -> Result<Reply, RequestError> {
+    match answer {
+        Answer::Reply(r) => r,
+        Answer::Attached(r) => r.map(|_| Reply::Void),
     }
 }
 
@@ -343,7 +341,7 @@ impl Client {
             shared: &self.shared,
             number: Some(number),
         };
-        let completion = match &options.cancel {
+        let answer = match &options.cancel {
             Some(cancel) => tokio::select! {
                 r = rx => answered(r),
                 () = cancel.cancelled() => return Err(RequestError::Cancelled),
@@ -352,7 +350,7 @@ impl Client {
         };
         // Answered (or failed for good): nothing left to cancel.
         guard.number = None;
-        into_reply(completion)
+        into_reply(answer)
     }
 
     /// Attaches this connection to `session_id` (or a prefix the server resolves) and returns
@@ -369,8 +367,8 @@ impl Client {
             .command(Command::Attach { session_id, waiter })
             .await?;
         let target = match answered(rx.await) {
-            Completion::Attached(r) => r?,
-            Completion::Reply(r) => {
+            Answer::Attached(r) => r?,
+            Answer::Reply(r) => {
                 r?;
                 return Err(RequestError::NotSent("client closed".to_owned()));
             }

@@ -40,8 +40,9 @@ const COMMANDS_PER_ROUND: usize = 256;
 /// Rounds per poll before the task yields to the runtime.
 const ROUNDS_PER_POLL: usize = 16;
 
-/// A handshaken transport (what was read past the hello stays in the core's read buffer).
-pub(crate) struct Transport {
+/// A handshaken socket to the server: Unix, TCP, or TLS over TCP (what was read past the
+/// hello stays in the core's read buffer).
+pub(crate) struct Socket {
     stream: BoxStream,
 }
 
@@ -63,7 +64,7 @@ pub(crate) async fn establish<W>(
     config: &ClientConfig,
     tls: Option<&Arc<rustls::ClientConfig>>,
     conn: &mut ClientConn<W>,
-) -> Result<Transport, ConnectError> {
+) -> Result<Socket, ConnectError> {
     let endpoint = &config.endpoint;
     let attempt = async {
         let tls = tls.map(|c| (c, config.tls.server_name.as_deref()));
@@ -92,7 +93,7 @@ pub(crate) async fn establish<W>(
                 return Err(failure.into_error(endpoint));
             }
             if conn.is_live() {
-                return Ok(Transport { stream });
+                return Ok(Socket { stream });
             }
             if n == 0 {
                 return Err(ConnectError::Closed {
@@ -164,18 +165,18 @@ impl Driver {
 
     /// Runs until the core is closed: serve each transport, and between transports wait for
     /// the core to ask for the next one.
-    pub(crate) async fn run(mut self, first: Transport) {
-        let mut transport = Some(first);
+    pub(crate) async fn run(mut self, first: Socket) {
+        let mut socket = Some(first);
         loop {
-            if let Some(t) = transport.take() {
-                match self.serve(t).await {
+            if let Some(s) = socket.take() {
+                match self.serve(s).await {
                     Served::Closed(reason) => self.conn.close(reason),
                     Served::Lost => {}
                 }
             }
             let _ = self.deliver();
-            transport = self.next_transport().await;
-            if transport.is_none() {
+            socket = self.next_socket().await;
+            if socket.is_none() {
                 self.finish();
                 return;
             }
@@ -184,7 +185,7 @@ impl Driver {
 
     /// Between transports: commands and timers still reach the core (it holds requests for
     /// the next transport and fails them at their deadlines); a due attempt dials.
-    async fn next_transport(&mut self) -> Option<Transport> {
+    async fn next_socket(&mut self) -> Option<Socket> {
         loop {
             let _ = self.deliver();
             if self.conn.is_closed() {
@@ -220,7 +221,7 @@ impl Driver {
     }
 
     /// Serves one live transport until it is lost or the client closes.
-    async fn serve(&mut self, mut t: Transport) -> Served {
+    async fn serve(&mut self, mut socket: Socket) -> Served {
         let shared = Arc::clone(&self.shared);
         let mut cancelled = pin!(shared.shutdown.cancelled());
         let mut notified = pin!(shared.deferred_notify.notified());
@@ -260,7 +261,7 @@ impl Driver {
                 }
 
                 let read = self.conn.read_buffer(READ_CHUNK);
-                match tokio_util::io::poll_read_buf(t.stream.as_mut(), cx, read) {
+                match tokio_util::io::poll_read_buf(socket.stream.as_mut(), cx, read) {
                     Poll::Ready(Ok(0)) => self.conn.handle_eof(now()),
                     Poll::Ready(Ok(_)) => {
                         self.conn.handle_read(now());
@@ -280,7 +281,7 @@ impl Driver {
                     if write.is_empty() && !self.conn.poll_transmit(&mut write) {
                         break;
                     }
-                    match t.stream.as_mut().poll_write(cx, &write) {
+                    match socket.stream.as_mut().poll_write(cx, &write) {
                         Poll::Ready(Ok(n)) if n > 0 => {
                             write.advance(n);
                             unflushed = true;
@@ -304,7 +305,7 @@ impl Driver {
                     }
                 }
                 if unflushed && write.is_empty() {
-                    match t.stream.as_mut().poll_flush(cx) {
+                    match socket.stream.as_mut().poll_flush(cx) {
                         Poll::Ready(Ok(())) => unflushed = false,
                         Poll::Ready(Err(e)) => {
                             self.conn.handle_lost(
@@ -371,9 +372,9 @@ impl Driver {
         let mut disconnect = false;
         while let Some(event) = self.conn.poll_event() {
             match event {
-                Event::Complete { waiter, completion } => {
+                Event::Answer { waiter, answer } => {
                     // The caller may have given up meanwhile.
-                    let _ = waiter.send(completion);
+                    let _ = waiter.send(answer);
                 }
                 Event::Attachment(attachment) => {
                     self.attachment.send_if_modified(|current| {

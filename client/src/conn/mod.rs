@@ -24,7 +24,7 @@
 //!   [`poll_timeout`](ClientConn::poll_timeout) has passed, and
 //!   [`close`](ClientConn::close).
 //! * After any input, drain the outputs (`poll_*`): [`poll_event`](ClientConn::poll_event)
-//!   until `None` (completions for callers, attachment and status changes, [`Event::Dial`]
+//!   until `None` (answers for callers, attachment and status changes, [`Event::Dial`]
 //!   to open a transport, [`Event::Disconnect`] to drop the current one),
 //!   [`poll_transmit`](ClientConn::poll_transmit) into the write buffer, and re-arm the
 //!   timer from [`poll_timeout`](ClientConn::poll_timeout).
@@ -85,7 +85,7 @@ pub(crate) enum TargetSpec {
 /// What a handle asks of the connection. `W` is how a caller waits for its answer.
 #[derive(Debug)]
 pub(crate) enum Command<W> {
-    /// Send `call`; answer `waiter` with [`Completion::Reply`]. A `deadline` fails it with
+    /// Send `call`; answer `waiter` with [`Answer::Reply`]. A `deadline` fails it with
     /// [`RequestError::TimedOut`] (and cancels it if it was sent).
     Request {
         number: u64,
@@ -94,9 +94,9 @@ pub(crate) enum Command<W> {
         deadline: Option<Instant>,
         waiter: W,
     },
-    /// Attach to `session_id`; answer with [`Completion::Attached`].
+    /// Attach to `session_id`; answer with [`Answer::Attached`].
     Attach { session_id: Id, waiter: W },
-    /// Detach; answer with [`Completion::Reply`].
+    /// Detach; answer with [`Answer::Reply`].
     Detach { waiter: W },
     /// Start a subscription (its handle waits on the command's own channels).
     Subscribe(SubscribeCmd),
@@ -108,7 +108,7 @@ pub(crate) enum Command<W> {
 
 /// An answer for a caller.
 #[derive(Debug)]
-pub(crate) enum Completion {
+pub(crate) enum Answer {
     /// A request's (or detach's) result.
     Reply(Result<Reply, RequestError>),
     /// An attach's result: the attachment the server announced.
@@ -120,7 +120,7 @@ pub(crate) enum Completion {
 #[must_use = "events carry answers for callers and instructions for the glue"]
 pub(crate) enum Event<W> {
     /// Answer a caller.
-    Complete { waiter: W, completion: Completion },
+    Answer { waiter: W, answer: Answer },
     /// The connection's attachment changed.
     Attachment(Option<SessionTarget>),
     /// The connection status changed.
@@ -580,14 +580,14 @@ impl<W> ClientConn<W> {
                 // Past its deadline while it waited for a transport.
                 if deadline.is_some_and(|at| at <= now) {
                     self.requests.forget_deadline(number, deadline);
-                    self.complete(waiter, Completion::Reply(Err(RequestError::TimedOut)));
+                    self.answer_caller(waiter, Answer::Reply(Err(RequestError::TimedOut)));
                     return;
                 }
                 let target = match self.resolve(&target) {
                     Ok(t) => t,
                     Err(e) => {
                         self.requests.forget_deadline(number, deadline);
-                        self.complete(waiter, Completion::Reply(Err(e)));
+                        self.answer_caller(waiter, Answer::Reply(Err(e)));
                         return;
                     }
                 };
@@ -646,10 +646,10 @@ impl<W> ClientConn<W> {
         let err = || RequestError::NotSent(reason.to_owned());
         match cmd {
             Command::Request { waiter, .. } | Command::Detach { waiter } => {
-                self.complete(waiter, Completion::Reply(Err(err())));
+                self.answer_caller(waiter, Answer::Reply(Err(err())));
             }
             Command::Attach { waiter, .. } => {
-                self.complete(waiter, Completion::Attached(Err(err())));
+                self.answer_caller(waiter, Answer::Attached(Err(err())));
             }
             Command::Subscribe(cmd) => cmd.reject(err()),
             Command::Cancel(_) | Command::Unsubscribe(_) => {}
@@ -666,7 +666,7 @@ impl<W> ClientConn<W> {
             self.send_cancel(number, target);
             self.fail_purpose(purpose, RequestError::TimedOut);
         } else if let Some(Command::Request { waiter, .. }) = self.take_held_request(number) {
-            self.complete(waiter, Completion::Reply(Err(RequestError::TimedOut)));
+            self.answer_caller(waiter, Answer::Reply(Err(RequestError::TimedOut)));
         }
     }
 
@@ -845,7 +845,7 @@ impl<W> ClientConn<W> {
     fn answer(&mut self, now: Instant, purpose: Purpose<W>, result: Result<Reply, RequestError>) {
         match purpose {
             Purpose::User { waiter } | Purpose::Detach { waiter } => {
-                self.complete(waiter, Completion::Reply(result));
+                self.answer_caller(waiter, Answer::Reply(result));
             }
             Purpose::Attach { session_id, waiter } => {
                 let outcome = match result {
@@ -863,7 +863,7 @@ impl<W> ClientConn<W> {
                     self.desired_session = Some(attached.session_id.clone());
                 }
                 match waiter {
-                    Some(waiter) => self.complete(waiter, Completion::Attached(outcome)),
+                    Some(waiter) => self.answer_caller(waiter, Answer::Attached(outcome)),
                     // The re-attach after a reconnect: the session's subscriptions follow.
                     None => match outcome {
                         Ok(_) => {
@@ -905,20 +905,19 @@ impl<W> ClientConn<W> {
         }
     }
 
-    fn complete(&mut self, waiter: W, completion: Completion) {
-        self.events
-            .push_back(Event::Complete { waiter, completion });
+    fn answer_caller(&mut self, waiter: W, answer: Answer) {
+        self.events.push_back(Event::Answer { waiter, answer });
     }
 
     fn fail_purpose(&mut self, purpose: Purpose<W>, err: RequestError) {
         match purpose {
             Purpose::User { waiter } | Purpose::Detach { waiter } => {
-                self.complete(waiter, Completion::Reply(Err(err)));
+                self.answer_caller(waiter, Answer::Reply(Err(err)));
             }
             Purpose::Attach {
                 waiter: Some(waiter),
                 ..
-            } => self.complete(waiter, Completion::Attached(Err(err))),
+            } => self.answer_caller(waiter, Answer::Attached(Err(err))),
             Purpose::Subscribe { key } => self.subs.fail(key, err),
             Purpose::Attach { waiter: None, .. } | Purpose::Internal => {}
         }

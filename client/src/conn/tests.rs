@@ -15,8 +15,8 @@ use tokio_util::codec::{Decoder, Encoder};
 
 use super::*;
 use crate::config::ReconnectPolicy;
-use crate::tls::TlsFailure;
 use crate::subscription::{EndReason, SubscriptionEvent, SubscriptionParts};
+use crate::tls::TlsFailure;
 
 /// A caller, as the core sees it: a tag to tell answers apart.
 type Tag = u32;
@@ -200,12 +200,12 @@ impl Pair {
         std::iter::from_fn(|| self.conn.poll_event()).collect()
     }
 
-    /// Every completion delivered so far, by tag.
-    fn completions(&mut self) -> Vec<(Tag, Completion)> {
+    /// Every answer delivered so far, by tag.
+    fn answers(&mut self) -> Vec<(Tag, Answer)> {
         self.events()
             .into_iter()
             .filter_map(|e| match e {
-                Event::Complete { waiter, completion } => Some((waiter, completion)),
+                Event::Answer { waiter, answer } => Some((waiter, answer)),
                 _ => None,
             })
             .collect()
@@ -213,14 +213,14 @@ impl Pair {
 
     fn reply_of(&mut self, tag: Tag) -> Result<Reply, RequestError> {
         let mut found = None;
-        for (t, c) in self.completions() {
+        for (t, c) in self.answers() {
             if t == tag {
                 assert!(found.is_none(), "answered twice");
                 found = Some(c);
             }
         }
         match found {
-            Some(Completion::Reply(r)) => r,
+            Some(Answer::Reply(r)) => r,
             other => panic!("expected a reply for {tag}, got {other:?}"),
         }
     }
@@ -236,10 +236,10 @@ impl Pair {
         self.send(ServerMessage::Attachment(Some(route(attachment))));
         self.respond(&r.id, Outcome::Void);
         let attached: Vec<_> = self
-            .completions()
+            .answers()
             .into_iter()
             .filter_map(|(t, c)| match (t, c) {
-                (99, Completion::Attached(r)) => Some(r.unwrap()),
+                (99, Answer::Attached(r)) => Some(r.unwrap()),
                 _ => None,
             })
             .collect();
@@ -425,7 +425,7 @@ fn a_frame_split_across_reads_is_handled_once_it_is_complete() {
         .unwrap();
     let (head, tail) = buf.split_at(3);
     pair.feed(head);
-    assert!(pair.completions().is_empty());
+    assert!(pair.answers().is_empty());
     pair.feed(tail);
     assert_eq!(pair.reply_of(1), Ok(Reply::Value(Value::from("done"))));
 }
@@ -488,7 +488,7 @@ fn cancelling_a_sent_request_sends_cancel_and_ignores_its_late_answer() {
         Outcome::Error(WireError::new("cancelled", "RPC request cancelled")),
     );
     assert!(pair.conn.is_live());
-    assert!(pair.completions().is_empty());
+    assert!(pair.answers().is_empty());
     // Cancelling again, or something never sent, sends nothing.
     pair.command(Command::Cancel(number));
     pair.command(Command::Cancel(number + 1000));
@@ -503,7 +503,7 @@ fn a_request_deadline_fails_it_as_timed_out_and_cancels_it() {
     assert_eq!(pair.conn.poll_timeout(), Some(deadline));
     let r = pair.recv_request();
     pair.advance(Duration::from_millis(299));
-    assert!(pair.completions().is_empty());
+    assert!(pair.answers().is_empty());
     pair.advance(Duration::from_millis(1));
     assert_eq!(pair.reply_of(1), Err(RequestError::TimedOut));
     assert!(matches!(pair.recv(), ClientMessage::Cancel(c) if c.id == r.id));
@@ -648,10 +648,10 @@ fn attaching_by_a_prefix_answers_with_the_session_the_server_announced() {
     );
     pair.send(ServerMessage::Attachment(Some(route("attachment-1"))));
     pair.respond(&r.id, Outcome::Void);
-    let completions = pair.completions();
+    let answers = pair.answers();
     assert!(
-        matches!(&completions[..], [(1, Completion::Attached(Ok(a)))] if *a == route("attachment-1")),
-        "{completions:?}"
+        matches!(&answers[..], [(1, Answer::Attached(Ok(a)))] if *a == route("attachment-1")),
+        "{answers:?}"
     );
 }
 
@@ -768,7 +768,7 @@ fn without_a_policy_a_lost_connection_fails_sent_requests_as_outcome_unknown_and
     assert!(pair.conn.is_closed());
     assert!(events.iter().any(|e| matches!(
         e,
-        Event::Complete { waiter: 1, completion: Completion::Reply(Err(RequestError::OutcomeUnknown(r))) }
+        Event::Answer { waiter: 1, answer: Answer::Reply(Err(RequestError::OutcomeUnknown(r))) }
             if r == "Byte transport closed"
     )));
     assert_eq!(
@@ -807,9 +807,9 @@ fn a_lost_connection_plans_the_re_attach_then_the_session_re_subscribe() {
     // The request may have run: its outcome is unknown.
     assert!(events.iter().any(|e| matches!(
         e,
-        Event::Complete {
+        Event::Answer {
             waiter: 5,
-            completion: Completion::Reply(Err(RequestError::OutcomeUnknown(_)))
+            answer: Answer::Reply(Err(RequestError::OutcomeUnknown(_)))
         }
     )));
     assert!(events.iter().any(|e| matches!(e, Event::Attachment(None))));
@@ -908,7 +908,7 @@ fn requests_made_between_connections_wait_and_go_out_after_the_resume() {
     let later_number = pair.request(1, "later", None);
     let dropped = pair.request(2, "dropped", None);
     pair.command(Command::Cancel(dropped));
-    assert!(pair.completions().is_empty(), "held, not failed");
+    assert!(pair.answers().is_empty(), "held, not failed");
     pair.advance(Duration::from_millis(100));
     pair.open_and_greet();
     // The re-subscribe, then the held request; the cancelled one never leaves.
@@ -1004,9 +1004,9 @@ fn close_fails_what_was_sent_as_outcome_unknown_and_refuses_what_comes_after() {
     assert!(matches!(events.first(), Some(Event::Disconnect)));
     assert!(events.iter().any(|e| matches!(
         e,
-        Event::Complete {
+        Event::Answer {
             waiter: 1,
-            completion: Completion::Reply(Err(RequestError::OutcomeUnknown(_)))
+            answer: Answer::Reply(Err(RequestError::OutcomeUnknown(_)))
         }
     )));
     assert_eq!(
@@ -1021,8 +1021,8 @@ fn close_fails_what_was_sent_as_outcome_unknown_and_refuses_what_comes_after() {
         waiter: 3,
     });
     assert!(matches!(
-        &pair.completions()[..],
-        [(3, Completion::Attached(Err(RequestError::NotSent(_))))]
+        &pair.answers()[..],
+        [(3, Answer::Attached(Err(RequestError::NotSent(_))))]
     ));
     let _ = Arc::clone(&parts.ended);
 }
@@ -1106,7 +1106,7 @@ fn a_reconnect_answered_with_another_server_id_stops_at_once_as_server_changed()
     let events = assert_stopped_with(&mut pair, &parts, &refusal);
     assert!(events.iter().any(|e| matches!(
         e,
-        Event::Complete { waiter: 7, completion: Completion::Reply(Err(RequestError::NotSent(r))) }
+        Event::Answer { waiter: 7, answer: Answer::Reply(Err(RequestError::NotSent(r))) }
             if *r == refusal.to_string()
     )));
     assert_eq!(
