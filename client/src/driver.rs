@@ -75,15 +75,14 @@ pub(crate) async fn connect(config: ClientConfig) -> Result<Arc<Shared>, Connect
         Endpoint::Unix(_) | Endpoint::Tcp { .. } => None,
     };
     let numbers = RequestNumbers::default();
-    let (orders_tx, orders) = mpsc::channel(ORDER_QUEUE);
-    let seed = u64::from(std::process::id()) ^ (&raw const orders_tx as u64);
-    let mut conn = ClientConn::new(conn_config(&config, seed), numbers.clone());
+    let mut conn = ClientConn::new(conn_config(&config), numbers.clone());
     let mut sinks = Sinks::default();
     let socket = establish(&config, tls.as_ref(), &mut conn, &mut sinks).await?;
     let server_id = conn
         .server_id()
         .cloned()
         .unwrap_or_else(|| unreachable!("a handshaken connection knows its server"));
+    let (orders_tx, orders) = mpsc::channel(ORDER_QUEUE);
     let (status_tx, status) = watch::channel(Status::Connected);
     let (attachment_tx, attachment) = watch::channel(None);
     let shared = Shared::new(
@@ -110,15 +109,28 @@ pub(crate) async fn connect(config: ClientConfig) -> Result<Arc<Shared>, Connect
     Ok(shared)
 }
 
-/// The core's configuration for a client of `config`, seeded with `jitter_seed`.
-fn conn_config(config: &ClientConfig, jitter_seed: u64) -> ConnConfig {
+/// The core's configuration for a client of `config`, with a fresh jitter seed.
+fn conn_config(config: &ClientConfig) -> ConnConfig {
     ConnConfig {
         max_frame_length: config.max_frame_length,
         expected_server_id: config.expected_server_id.clone(),
         reconnect: config.reconnect.clone(),
         max_in_flight: config.max_in_flight,
-        jitter_seed,
+        jitter_seed: jitter_seed(),
     }
+}
+
+/// A seed for the reconnect jitter, from the OS's random source, so clients started together
+/// do not back off in lockstep (which jitter exists to prevent).
+fn jitter_seed() -> u64 {
+    let mut bytes = [0u8; 8];
+    if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).is_ok() {
+        return u64::from_le_bytes(bytes);
+    }
+    // An OS without a random source: still a different seed for every client of this process.
+    static FALLBACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = FALLBACK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ((u64::from(std::process::id()) << 32) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// Opens a transport for `conn` and completes its handshake within the connect timeout.
