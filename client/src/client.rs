@@ -249,7 +249,9 @@ impl Client {
             service_id: service_id.to_owned(),
             mode,
         };
-        self.shared.order(Order::Subscribe(subscribe, sink)).await?;
+        self.shared
+            .order(Order::Subscribe(Box::new((subscribe, sink))))
+            .await?;
         pending.ready().await
     }
 

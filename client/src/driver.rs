@@ -290,8 +290,8 @@ impl Driver {
         let mut armed: Option<std::time::Instant> = None;
         let mut write = BytesMut::new();
         let mut unflushed = false;
-        // What arrived with the hello was already handled.
-        if self.deliver() {
+        // What arrived with the hello was handled (or set aside, for `deliver_read`).
+        if self.deliver_read() {
             return Served::Lost;
         }
         poll_fn(|cx| {
@@ -336,7 +336,7 @@ impl Driver {
                     }
                     Poll::Pending => {}
                 }
-                if self.deliver() {
+                if self.deliver_read() {
                     return Poll::Ready(Served::Lost);
                 }
 
@@ -414,7 +414,8 @@ impl Driver {
         match order {
             Order::Core(Command::Request(request)) if request.waiter.is_closed() => {}
             Order::Core(cmd) => self.conn.handle_command(now(), cmd),
-            Order::Subscribe(subscribe, sink) => {
+            Order::Subscribe(new) => {
+                let (subscribe, sink) = *new;
                 self.sinks.insert(subscribe.key, sink);
                 self.conn
                     .handle_command(now(), Command::Subscribe(subscribe));
@@ -434,6 +435,21 @@ impl Driver {
                 }
             };
             self.conn.handle_command(now(), cmd);
+        }
+    }
+
+    /// Delivers the core's events, and while the last read holds frames the core set aside,
+    /// has it handle them and delivers again. Returns whether the current transport must be
+    /// dropped.
+    fn deliver_read(&mut self) -> bool {
+        loop {
+            if self.deliver() {
+                return true;
+            }
+            if !self.conn.has_unread_frames() {
+                return false;
+            }
+            self.conn.handle_read(now(), &mut self.sinks);
         }
     }
 

@@ -25,8 +25,9 @@ pub(crate) type Waiter = oneshot::Sender<Answer>;
 pub(crate) enum Order {
     /// A command for the core, as it is.
     Core(Command<Waiter>),
-    /// A new subscription: the task keeps its channels and hands the core the subscribe.
-    Subscribe(Subscribe, SubscriptionSink),
+    /// A new subscription: the task keeps its channels and hands the core the subscribe
+    /// (boxed: requests, the common order, need not carry its room).
+    Subscribe(Box<(Subscribe, SubscriptionSink)>),
 }
 
 /// Work that handles queue from `Drop` (which cannot await, and must not be refused by a

@@ -17,7 +17,8 @@
 //! * Inputs (`handle_*`): [`handle_open`](ClientConn::handle_open) when a transport is up,
 //!   [`handle_read`](ClientConn::handle_read) after reading into
 //!   [`read_buffer`](ClientConn::read_buffer) (the decoder's own buffer: frames are decoded
-//!   where they were read; the glue lends its [`Replicas`] for it),
+//!   where they were read; the glue lends its [`Replicas`] for it) and, while
+//!   [`has_unread_frames`](ClientConn::has_unread_frames), again after draining the events,
 //!   [`handle_eof`](ClientConn::handle_eof),
 //!   [`handle_lost`](ClientConn::handle_lost) (the transport failed),
 //!   [`handle_connect_failed`](ClientConn::handle_connect_failed) (opening or handshaking a
@@ -87,6 +88,11 @@ use self::subscriptions::{Resync, Subscriptions};
 
 /// The service that attaches a connection to a session (pi's session manager).
 pub const SESSION_MANAGEMENT_SERVICE: &str = "pi.session-management";
+
+/// Events after which [`ClientConn::handle_read`] sets the rest of a read aside until the
+/// glue has drained them, so the event queue stays small however many frames one read holds
+/// (a 64 KiB read can hold well over a thousand updates).
+const EVENT_BATCH: usize = 64;
 
 /// Why a transport's handshake failed.
 #[derive(Debug)]
@@ -172,6 +178,8 @@ pub(crate) struct ClientConn<W> {
     resumed_at: Option<Instant>,
     out: BytesMut,
     events: VecDeque<Event<W>>,
+    /// The read buffer holds frames set aside after a batch of events.
+    unread: bool,
     handshake_failure: Option<HandshakeFailure>,
 }
 
@@ -200,6 +208,7 @@ impl<W> ClientConn<W> {
             resumed_at: None,
             out: BytesMut::new(),
             events: VecDeque::new(),
+            unread: false,
             handshake_failure: None,
         }
     }
@@ -213,6 +222,7 @@ impl<W> ClientConn<W> {
             return;
         }
         self.codec = ServerFrameDecoder::new(self.max_frame_length);
+        self.unread = false;
         self.out.clear();
         self.handshake_failure = None;
         let mut handshake = ClientHandshake::new(self.expected.clone());
@@ -228,17 +238,20 @@ impl<W> ClientConn<W> {
         self.codec.read_buffer(spare)
     }
 
-    /// Bytes were appended to [`read_buffer`](Self::read_buffer): every frame they complete
-    /// is handled (subscription replicas are written through `replicas`); a partial frame
-    /// stays for the next read.
+    /// Bytes were appended to [`read_buffer`](Self::read_buffer): the frames they complete
+    /// are handled (subscription replicas are written through `replicas`); a partial frame
+    /// stays for the next read. Once a batch of events is queued the rest of the frames wait
+    /// ([`has_unread_frames`](Self::has_unread_frames)) for the glue to drain the events and
+    /// call again; at least one frame is handled per call.
     pub(crate) fn handle_read(&mut self, now: Instant, replicas: &mut impl Replicas) {
-        self.read_frames(now, replicas);
+        self.read_frames(now, replicas, EVENT_BATCH);
         self.admit_waiting(now);
     }
 
-    /// The transport reached end of stream (after everything read was handled).
+    /// The transport reached end of stream: every frame still in the read buffer is handled,
+    /// then the end.
     pub(crate) fn handle_eof(&mut self, now: Instant, replicas: &mut impl Replicas) {
-        self.read_frames(now, replicas);
+        self.read_frames(now, replicas, usize::MAX);
         if self.has_transport() {
             match self.codec.end() {
                 Err(e) => self.fail_transport(now, e),
@@ -382,6 +395,12 @@ impl<W> ClientConn<W> {
         self.server_id.as_ref()
     }
 
+    /// Whether the last [`handle_read`](Self::handle_read) set frames aside: drain the events,
+    /// then call it again before reading more.
+    pub(crate) fn has_unread_frames(&self) -> bool {
+        self.unread
+    }
+
     /// Bytes queued for the transport.
     pub(crate) fn pending_transmit(&self) -> usize {
         self.out.len()
@@ -413,11 +432,22 @@ impl<W> ClientConn<W> {
 
     // ---- reading frames ---------------------------------------------------------------------
 
-    /// Handles every complete frame in the read buffer.
-    fn read_frames(&mut self, now: Instant, replicas: &mut impl Replicas) {
+    /// Handles the complete frames in the read buffer, stopping before the next one once
+    /// `batch` events are queued.
+    fn read_frames(&mut self, now: Instant, replicas: &mut impl Replicas, batch: usize) {
+        self.unread = false;
+        let mut handled = false;
         while self.has_transport() {
+            if handled && self.events.len() >= batch {
+                // Readers are woken once the whole read is handled.
+                self.unread = true;
+                return;
+            }
             match self.codec.next_message() {
-                Ok(Some(frame)) => self.handle_frame(now, frame, replicas),
+                Ok(Some(frame)) => {
+                    self.handle_frame(now, frame, replicas);
+                    handled = true;
+                }
                 Ok(None) => break,
                 Err(e) => {
                     self.fail_transport(now, e);
@@ -1021,9 +1051,12 @@ impl<W> ClientConn<W> {
         self.out.clear();
         // Whatever the lost transport left unread goes with it.
         self.codec = ServerFrameDecoder::new(self.max_frame_length);
+        self.unread = false;
         self.fail_sent(&reason);
         self.resuming.clear();
         self.set_attachment(None);
+        // Readers learn of what the lost transport's last read applied.
+        self.subs.notify_changed(&mut self.events);
         self.subs.connection_lost(&reason, &mut self.events);
         let Some(policy) = &self.reconnect else {
             self.finish(CloseReason::Lost(reason));

@@ -205,6 +205,10 @@ impl Pair {
     fn feed(&mut self, bytes: &[u8]) {
         self.conn.read_buffer(bytes.len()).extend_from_slice(bytes);
         self.conn.handle_read(self.now, &mut self.replicas);
+        while self.conn.has_unread_frames() {
+            let _ = self.pump();
+            self.conn.handle_read(self.now, &mut self.replicas);
+        }
     }
 
     /// The transport reaches end of stream.
@@ -270,9 +274,11 @@ impl Pair {
     }
 
     /// Drains the core's events: subscription changes go to their [`SubLog`], the others
-    /// wait for [`events`](Self::events).
-    fn pump(&mut self) {
+    /// wait for [`events`](Self::events). Returns how many there were.
+    fn pump(&mut self) -> usize {
+        let mut drained = 0;
         while let Some(event) = self.conn.poll_event() {
+            drained += 1;
             let Event::Subscription { key, change } = event else {
                 self.events.push_back(event);
                 continue;
@@ -308,35 +314,36 @@ impl Pair {
                 }
             }
         }
+        drained
     }
 
     /// The events other than subscription changes since the last call, in order.
     fn events(&mut self) -> Vec<Event<Tag>> {
-        self.pump();
+        let _ = self.pump();
         self.events.drain(..).collect()
     }
 
     /// Subscription `key`'s first-snapshot answer, once it came.
     fn answered(&mut self, key: u64) -> Option<Result<(), RequestError>> {
-        self.pump();
+        let _ = self.pump();
         self.subs.get(&key)?.answered.clone()
     }
 
     /// The next event on subscription `key`'s stream.
     fn next_sub_event(&mut self, key: u64) -> Option<SubscriptionEvent> {
-        self.pump();
+        let _ = self.pump();
         self.subs.get_mut(&key)?.events.pop_front()
     }
 
     /// Why subscription `key` ended, once it has.
     fn ended(&mut self, key: u64) -> Option<EndReason> {
-        self.pump();
+        let _ = self.pump();
         self.subs.get(&key)?.ended.clone()
     }
 
     /// The kinds of subscription `key`'s changes so far, in order.
     fn kinds(&mut self, key: u64) -> Vec<&'static str> {
-        self.pump();
+        let _ = self.pump();
         self.subs
             .get(&key)
             .map(|log| log.kinds.clone())
@@ -345,13 +352,13 @@ impl Pair {
 
     /// How often subscription `key`'s readers were woken.
     fn wakes(&mut self, key: u64) -> usize {
-        self.pump();
+        let _ = self.pump();
         self.subs.get(&key).map_or(0, |log| log.wakes)
     }
 
     /// Subscription `key`'s `state` member, as its readers see it.
     fn state_of(&mut self, key: u64) -> Option<Value> {
-        self.pump();
+        let _ = self.pump();
         self.replicas.0.get(&key)?.value(None, "state").cloned()
     }
 

@@ -93,3 +93,43 @@ fn a_gap_inside_a_batch_clears_the_member_wakes_the_readers_and_re_subscribes() 
         Some(ControlCall::Unsubscribe { .. })
     ));
 }
+
+#[test]
+fn a_read_of_more_updates_than_one_batch_of_events_is_handled_in_batches_and_wakes_readers_once() {
+    let (mut pair, wire) = subscribed();
+    let woken = pair.wakes(1);
+    let total = 5 * EVENT_BATCH as u64;
+    let mut buf = BytesMut::new();
+    for n in 1..=total {
+        pair.codec.encode(revision(&wire, n), &mut buf).unwrap();
+    }
+    pair.conn.read_buffer(buf.len()).extend_from_slice(&buf);
+    let mut calls = 0;
+    loop {
+        pair.conn.handle_read(pair.now, &mut pair.replicas);
+        calls += 1;
+        let queued = pair.pump();
+        assert!(queued <= EVENT_BATCH, "{queued} events queued by one call");
+        if !pair.conn.has_unread_frames() {
+            break;
+        }
+    }
+    assert!(calls >= 5, "{calls} calls");
+    assert_eq!(
+        pair.wakes(1),
+        woken + 1,
+        "readers are woken once for the whole read"
+    );
+    for n in 1..=total {
+        match pair.next_sub_event(1) {
+            Some(SubscriptionEvent::Update(u)) => {
+                assert!(matches!(&*u, ProviderUpdate::State { sequence, .. } if *sequence == n));
+            }
+            other => panic!("expected update {n}, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        pair.state_of(1),
+        Some(json(&format!(r#"{{"revision":{total}}}"#)))
+    );
+}
