@@ -413,6 +413,8 @@ impl Driver {
     fn order(&mut self, order: Order) {
         match order {
             Order::Core(Command::Request(request)) if request.waiter.is_closed() => {}
+            // Its handle's unsubscribe may already have come and gone.
+            Order::Subscribe(new) if new.1.is_abandoned() => {}
             Order::Core(cmd) => self.conn.handle_command(now(), cmd),
             Order::Subscribe(new) => {
                 let (subscribe, sink) = *new;

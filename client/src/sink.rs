@@ -60,6 +60,11 @@ impl SubscriptionSink {
         (sink, receivers)
     }
 
+    /// Whether the handle gave up before the first snapshot was answered (it was dropped).
+    pub(crate) fn is_abandoned(&self) -> bool {
+        self.ready.as_ref().is_none_or(oneshot::Sender::is_closed)
+    }
+
     /// Delivers one change. Returns whether the subscription is finished (nothing follows).
     fn deliver(&mut self, change: SubscriptionChange) -> bool {
         match change {
