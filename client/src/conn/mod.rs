@@ -17,8 +17,8 @@
 //! * Inputs (`handle_*`): [`handle_open`](ClientConn::handle_open) when a transport is up,
 //!   [`handle_read`](ClientConn::handle_read) after reading into
 //!   [`read_buffer`](ClientConn::read_buffer) (the decoder's own buffer: frames are decoded
-//!   where they were read; the glue lends its [`Replicas`] for it) and, while
-//!   [`has_unread_frames`](ClientConn::has_unread_frames), again after draining the events,
+//!   where they were read; the glue lends its [`Replicas`] for it), and again, after
+//!   draining the events, while [`has_unread_frames`](ClientConn::has_unread_frames);
 //!   [`handle_eof`](ClientConn::handle_eof),
 //!   [`handle_lost`](ClientConn::handle_lost) (the transport failed),
 //!   [`handle_connect_failed`](ClientConn::handle_connect_failed) (opening or handshaking a
@@ -53,7 +53,7 @@
 mod command;
 mod event;
 mod in_flight;
-pub(crate) mod requests;
+mod requests;
 mod subscriptions;
 #[cfg(test)]
 mod tests;
