@@ -27,7 +27,8 @@ pub(crate) fn answered(answer: Result<Answer, oneshot::error::RecvError>) -> Ans
     answer.unwrap_or_else(|_| Answer::Reply(Err(RequestError::NotSent("client closed".to_owned()))))
 }
 
-pub(crate) fn into_reply(answer: Answer) -> Result<Reply, RequestError> {
+/// A request's (or detach's) reply; an attach's success as [`Reply::Void`].
+fn into_reply(answer: Answer) -> Result<Reply, RequestError> {
     match answer {
         Answer::Reply(r) => r,
         Answer::Attached(r) => r.map(|_| Reply::Void),

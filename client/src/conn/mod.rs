@@ -294,12 +294,15 @@ impl<W> ClientConn<W> {
         }
         match cmd {
             Command::Request(request) => {
-                if let Some(at) = request.deadline {
+                let (number, deadline) = (request.number, request.deadline);
+                match self.in_flight.admit(request) {
+                    Some(request) => self.dispatch(now, request),
                     // It may time out before it takes a slot.
-                    self.requests.watch_deadline(request.number, at);
-                }
-                if let Some(request) = self.in_flight.admit(request) {
-                    self.dispatch(now, request);
+                    None => {
+                        if let Some(at) = deadline {
+                            self.requests.watch_deadline(number, at);
+                        }
+                    }
                 }
             }
             Command::Cancel(number) => self.cancel(number),
@@ -573,6 +576,10 @@ impl<W> ClientConn<W> {
         match &self.link {
             Link::Live => self.run_request(now, request),
             Link::Dialing | Link::Handshaking(_) | Link::Backoff { .. } => {
+                // It may time out before a transport is live.
+                if let Some(at) = request.deadline {
+                    self.requests.watch_deadline(request.number, at);
+                }
                 self.held.push_back(Command::Request(request));
             }
             // A finished core takes no requests and lets none wait; kept total.
