@@ -54,9 +54,9 @@
 //!    `config` and `error`; `transport` opens a byte stream for an endpoint.
 //! 2. `conn/`: the sans-IO core (`command`, `event`, `requests`, `in_flight`,
 //!    `subscriptions`); it knows nothing of tokio's channels or the layers above.
-//! 3. `sink`: each subscription's channels on the task's side, and the replicas it lends the
-//!    core; `shared`: what the handles share with the task (the order queue, `Drop`'s
-//!    deferred work, the shutdown signal).
+//! 3. `sink` (each subscription's channels on the task's side, and the replicas the task
+//!    lends the core), then `shared` (what the handles share with the task: the order queue,
+//!    `Drop`'s deferred work, the shutdown signal).
 //! 4. `driver`: the connection task.
 //! 5. The public handles: `subscription` ([`Subscription`]), `client` ([`Client`]), and
 //!    `session` ([`Session`], and [`Client::attach`], which makes one).
