@@ -1,137 +1,37 @@
-//! The client handle: connect, request, cancel, attach, subscribe, close.
+//! The client handle: connect, request, cancel, subscribe, close.
 //!
-//! Handles talk to the connection task through one bounded command channel; every answer
-//! comes back on the caller's own `oneshot`. The request table lives in the task's
-//! `ClientConn` (`crate::conn`) only.
+//! Handles talk to the connection task through one bounded order queue; every answer comes
+//! back on the caller's own `oneshot`. The request table and the in-flight limit live in the
+//! task's `ClientConn` (`crate::conn`) only.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use baton_protocol::chord::ServiceMode;
-use baton_protocol::{Id, ServerId, SessionTarget, Target, Value};
-use tokio::sync::{Notify, Semaphore, SemaphorePermit, TryAcquireError, mpsc, oneshot, watch};
+use baton_protocol::{ServerId, SessionTarget, Target, Value};
+use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-use tracing::Instrument;
 
 use crate::config::ClientConfig;
-use crate::conn::{ClientConn, Command, Completion, ConnConfig, RequestNumbers, TargetSpec};
-use crate::driver::{self, Driver};
-use crate::endpoint::Endpoint;
+use crate::conn::{Answer, Command, Subscribe, TargetSpec, UserRequest};
+use crate::driver;
 use crate::error::{ConnectError, RequestError};
 use crate::reply::Reply;
-use crate::session::Session;
+use crate::shared::{Deferred, Order, Shared};
+use crate::sink::SubscriptionSink;
 use crate::status::Status;
-use crate::subscription::{PendingSubscription, SubscribeCmd, Subscription};
-use crate::tls;
-
-/// Commands queued for the connection task before callers wait.
-const COMMAND_QUEUE: usize = 256;
-
-/// How a caller waits for the connection task's answer.
-pub(crate) type Waiter = oneshot::Sender<Completion>;
-
-/// Work that handles queue from `Drop` (which cannot await, and must not be refused by a
-/// full command channel).
-#[derive(Debug)]
-pub(crate) enum Deferred {
-    /// Request number `.0` was given up on.
-    Cancel(u64),
-    /// The subscription with this key was dropped.
-    Unsubscribe(u64),
-}
-
-/// State shared by every handle of one client and its connection task.
-pub(crate) struct Shared {
-    commands: mpsc::Sender<Command<Waiter>>,
-    deferred: Mutex<Vec<Deferred>>,
-    pub(crate) deferred_notify: Notify,
-    numbers: RequestNumbers,
-    next_sub_key: AtomicU64,
-    in_flight: Semaphore,
-    status: watch::Receiver<Status>,
-    attachment: watch::Receiver<Option<SessionTarget>>,
-    server_id: ServerId,
-    request_timeout: Option<Duration>,
-    pub(crate) shutdown: CancellationToken,
-    tracker: TaskTracker,
-}
-
-impl Shared {
-    pub(crate) fn next_sub_key(&self) -> u64 {
-        self.next_sub_key.fetch_add(1, Ordering::Relaxed)
-    }
-
-    pub(crate) fn lock_deferred(&self) -> MutexGuard<'_, Vec<Deferred>> {
-        // A poisoned list is still a valid list of numbers.
-        self.deferred
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    pub(crate) fn defer(&self, item: Deferred) {
-        self.lock_deferred().push(item);
-        self.deferred_notify.notify_one();
-    }
-
-    /// Spawns a task that `close` waits for.
-    pub(crate) fn spawn<F>(&self, fut: F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        drop(self.tracker.spawn(fut));
-    }
-
-    pub(crate) async fn command(&self, cmd: Command<Waiter>) -> Result<(), RequestError> {
-        if self.shutdown.is_cancelled() {
-            return Err(RequestError::Closed);
-        }
-        // The queue is rarely full: taking a slot without building a waiting future first is
-        // a measurable share of a request's cost (the profile in BENCHMARKS.md, issue 13).
-        match self.commands.try_send(cmd) {
-            Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(cmd)) => self
-                .commands
-                .send(cmd)
-                .await
-                .map_err(|_| RequestError::Closed),
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(RequestError::Closed),
-        }
-    }
-
-    /// A slot of the in-flight limit, without a waiting future while one is free.
-    async fn in_flight_permit(
-        &self,
-        cancel: Option<&CancellationToken>,
-    ) -> Result<SemaphorePermit<'_>, RequestError> {
-        match self.in_flight.try_acquire() {
-            Ok(permit) => return Ok(permit),
-            Err(TryAcquireError::Closed) => return Err(RequestError::Closed),
-            Err(TryAcquireError::NoPermits) => {}
-        }
-        match cancel {
-            Some(cancel) => tokio::select! {
-                permit = self.in_flight.acquire() => permit,
-                () = cancel.cancelled() => return Err(RequestError::Cancelled),
-            },
-            None => self.in_flight.acquire().await,
-        }
-        .map_err(|_| RequestError::Closed)
-    }
-}
+use crate::subscription::{PendingSubscription, Subscription};
 
 /// What the connection task answered, or why it did not.
-fn answered(completion: Result<Completion, oneshot::error::RecvError>) -> Completion {
-    completion.unwrap_or_else(|_| {
-        Completion::Reply(Err(RequestError::NotSent("client closed".to_owned())))
-    })
+pub(crate) fn answered(answer: Result<Answer, oneshot::error::RecvError>) -> Answer {
+    answer.unwrap_or_else(|_| Answer::Reply(Err(RequestError::NotSent("client closed".to_owned()))))
 }
 
-fn into_reply(completion: Completion) -> Result<Reply, RequestError> {
-    match completion {
-        Completion::Reply(r) => r,
-        Completion::Attached(r) => r.map(|_| Reply::Void),
+/// A request's (or detach's) reply; an attach's success as [`Reply::Void`].
+fn into_reply(answer: Answer) -> Result<Reply, RequestError> {
+    match answer {
+        Answer::Reply(r) => r,
+        Answer::Attached(r) => r.map(|_| Reply::Void),
     }
 }
 
@@ -158,8 +58,8 @@ pub struct Client {
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("server_id", &self.shared.server_id)
-            .field("status", &*self.shared.status.borrow())
+            .field("server_id", self.shared.server_id())
+            .field("status", &*self.shared.status().borrow())
             .finish_non_exhaustive()
     }
 }
@@ -186,86 +86,43 @@ impl Client {
     /// [`ConnectError`] for an unreachable server, TLS failure, `hello_error` (e.g. version
     /// mismatch) or a server id other than `config.expected_server_id`.
     pub async fn connect(config: ClientConfig) -> Result<Self, ConnectError> {
-        let tls = match config.endpoint {
-            Endpoint::Tls { .. } => Some(tls::client_config(&config.tls)?),
-            Endpoint::Unix(_) | Endpoint::Tcp { .. } => None,
-        };
-        let (commands, command_rx) = mpsc::channel(COMMAND_QUEUE);
-        let numbers = RequestNumbers::default();
-        let seed = u64::from(std::process::id()) ^ (&raw const commands as u64);
-        let mut conn = ClientConn::new(
-            ConnConfig {
-                max_frame_length: config.max_frame_length,
-                expected_server_id: config.expected_server_id.clone(),
-                reconnect: config.reconnect.clone(),
-                jitter_seed: seed,
-            },
-            numbers.clone(),
-        );
-        let transport = driver::establish(&config, tls.as_ref(), &mut conn).await?;
-        let server_id = conn
-            .server_id()
-            .cloned()
-            .unwrap_or_else(|| unreachable!("a handshaken connection knows its server"));
-        let (status_tx, status) = watch::channel(Status::Connected);
-        let (attachment_tx, attachment) = watch::channel(None);
-        let shared = Arc::new(Shared {
-            commands,
-            deferred: Mutex::new(Vec::new()),
-            deferred_notify: Notify::new(),
-            numbers,
-            next_sub_key: AtomicU64::new(1),
-            in_flight: Semaphore::new(config.max_in_flight.max(1)),
-            status,
-            attachment,
-            server_id: server_id.clone(),
-            request_timeout: config.request_timeout,
-            shutdown: CancellationToken::new(),
-            tracker: TaskTracker::new(),
-        });
-        let span =
-            tracing::debug_span!("client", endpoint = %config.endpoint, server_id = %server_id);
-        let driver = Driver::new(
-            Arc::clone(&shared),
-            config,
-            tls,
-            conn,
-            command_rx,
-            status_tx,
-            attachment_tx,
-        );
-        shared.spawn(driver.run(transport).instrument(span));
-        Ok(Self { shared })
+        Ok(Self {
+            shared: driver::connect(config).await?,
+        })
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// The server's identity from its hello.
     pub fn server_id(&self) -> &ServerId {
-        &self.shared.server_id
+        self.shared.server_id()
     }
 
     /// The server target.
     pub fn server_target(&self) -> Target {
-        Target::Server(self.shared.server_id.clone())
+        Target::Server(self.shared.server_id().clone())
     }
 
     /// Current connection status.
     pub fn status(&self) -> Status {
-        self.shared.status.borrow().clone()
+        self.shared.status().borrow().clone()
     }
 
     /// Watch the connection status.
     pub fn watch_status(&self) -> watch::Receiver<Status> {
-        self.shared.status.clone()
+        self.shared.status().clone()
     }
 
     /// The current attachment, from the server's `attachment` frames.
     pub fn attachment(&self) -> Option<SessionTarget> {
-        self.shared.attachment.borrow().clone()
+        self.shared.attachment().borrow().clone()
     }
 
     /// Watch the attachment.
     pub fn watch_attachment(&self) -> watch::Receiver<Option<SessionTarget>> {
-        self.shared.attachment.clone()
+        self.shared.attachment().clone()
     }
 
     /// Sends `call` to `target` and waits for the answer (responses may arrive in any order).
@@ -312,38 +169,31 @@ impl Client {
         }
         let deadline = options
             .timeout
-            .or(self.shared.request_timeout)
+            .or(self.shared.request_timeout())
             .map(|t| tokio::time::Instant::now() + t);
-        // Until the command is queued the deadline is ours; after, the connection's.
-        let queue = async {
-            let permit = self
-                .shared
-                .in_flight_permit(options.cancel.as_ref())
-                .await?;
-            let number = self.shared.numbers.next();
-            let (waiter, rx) = oneshot::channel();
-            self.shared
-                .command(Command::Request {
-                    number,
-                    target,
-                    call,
-                    deadline: deadline.map(tokio::time::Instant::into_std),
-                    waiter,
-                })
-                .await?;
-            Ok((permit, number, rx))
-        };
-        let (_permit, number, rx) = match deadline {
-            Some(at) => tokio::time::timeout_at(at, queue)
+        let number = self.shared.next_request();
+        let (waiter, rx) = oneshot::channel();
+        let order = Order::Core(Command::Request(UserRequest {
+            number,
+            target,
+            call,
+            deadline: deadline.map(tokio::time::Instant::into_std),
+            waiter,
+        }));
+        // Until the order is queued the deadline and the token are ours; after, the core's
+        // (which also holds the request while it waits for an in-flight slot).
+        let queued = self.shared.order_until(order, options.cancel.as_ref());
+        match deadline {
+            Some(at) => tokio::time::timeout_at(at, queued)
                 .await
                 .unwrap_or(Err(RequestError::TimedOut))?,
-            None => queue.await?,
-        };
+            None => queued.await?,
+        }
         let mut guard = CancelOnDrop {
             shared: &self.shared,
             number: Some(number),
         };
-        let completion = match &options.cancel {
+        let answer = match &options.cancel {
             Some(cancel) => tokio::select! {
                 r = rx => answered(r),
                 () = cancel.cancelled() => return Err(RequestError::Cancelled),
@@ -352,35 +202,7 @@ impl Client {
         };
         // Answered (or failed for good): nothing left to cancel.
         guard.number = None;
-        into_reply(completion)
-    }
-
-    /// Attaches this connection to `session_id` (or a prefix the server resolves) and returns
-    /// a handle that addresses its calls to the current attachment; its
-    /// [`id`](Session::id) is the session id the server announced.
-    ///
-    /// # Errors
-    /// The server's error (e.g. `session_not_found`) or a connection error.
-    pub async fn attach(&self, session_id: &str) -> Result<Session, RequestError> {
-        let session_id =
-            Id::new(session_id).map_err(|_| RequestError::NotAttached(String::new()))?;
-        let (waiter, rx) = oneshot::channel();
-        self.shared
-            .command(Command::Attach { session_id, waiter })
-            .await?;
-        let target = match answered(rx.await) {
-            Completion::Attached(r) => r?,
-            Completion::Reply(r) => {
-                r?;
-                return Err(RequestError::NotSent("client closed".to_owned()));
-            }
-        };
-        // The session as the server names it (`session_id` may have been a prefix).
-        Ok(Session::new(
-            self.clone(),
-            target.session_id.clone(),
-            target,
-        ))
+        into_reply(answer)
     }
 
     /// Detaches from the current session (no-op if none).
@@ -389,7 +211,9 @@ impl Client {
     /// A server or connection error.
     pub async fn detach(&self) -> Result<(), RequestError> {
         let (waiter, rx) = oneshot::channel();
-        self.shared.command(Command::Detach { waiter }).await?;
+        self.shared
+            .order(Order::Core(Command::Detach { waiter }))
+            .await?;
         into_reply(answered(rx.await)).map(drop)
     }
 
@@ -413,17 +237,28 @@ impl Client {
         mode: ServiceMode,
     ) -> Result<Subscription, RequestError> {
         let key = self.shared.next_sub_key();
-        let (cmd, parts) = SubscribeCmd::new(key, target, service_id.to_owned(), mode);
-        let pending = PendingSubscription::new(parts, Arc::clone(&self.shared));
-        self.shared.command(Command::Subscribe(cmd)).await?;
+        let (sink, receivers) = SubscriptionSink::new(service_id, mode);
+        let pending = PendingSubscription::new(
+            key,
+            service_id.to_owned(),
+            receivers,
+            Arc::clone(&self.shared),
+        );
+        let subscribe = Subscribe {
+            key,
+            target,
+            service_id: service_id.to_owned(),
+            mode,
+        };
+        self.shared
+            .order(Order::Subscribe(Box::new((subscribe, sink))))
+            .await?;
         pending.ready().await
     }
 
     /// Closes the connection: pending requests fail, subscriptions end, tasks stop.
     /// Idempotent.
     pub async fn close(&self) {
-        self.shared.shutdown.cancel();
-        self.shared.tracker.close();
-        self.shared.tracker.wait().await;
+        self.shared.close().await;
     }
 }

@@ -105,7 +105,7 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Default per-request timeout (`None`: wait as long as the connection lives).
     pub request_timeout: Option<Duration>,
-    /// Requests in flight at once; further calls wait for a slot.
+    /// Requests in flight at once; further calls wait for a slot, in order.
     pub max_in_flight: usize,
     /// Reconnect policy (`None`: a dropped connection ends the client).
     pub reconnect: Option<ReconnectPolicy>,

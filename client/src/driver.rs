@@ -1,13 +1,16 @@
-//! The tokio glue around [`ClientConn`]: one task owns the core and the transport.
+//! The tokio glue around [`ClientConn`]: one task owns the core, the transport and every
+//! channel the core's outputs go to.
 //!
 //! The task reads straight into the core's read buffer (its decoder's own, so frames are
-//! decoded where they were read), writes what
-//! [`ClientConn::poll_transmit`] hands out, sleeps until [`ClientConn::poll_timeout`], takes
-//! handles' commands from one bounded channel, and delivers the core's events (answers go to
-//! each caller's `oneshot`, the attachment and status to `watch` channels). It holds no state
-//! of its own beyond buffers: the request table, the attachment and the reconnect plan are
-//! the core's. Reading, writing, commands and timers are polled by one hand-written future,
-//! so the transport is never split or locked and a slow socket never stops the reads.
+//! decoded where they were read), lending it the subscriptions' replicas ([`Sinks`]) while it
+//! reads; writes what [`ClientConn::poll_transmit`] hands out; sleeps until
+//! [`ClientConn::poll_timeout`]; takes handles' orders from one bounded queue while
+//! [`ClientConn::accepts_commands`]; and turns the core's events into sends (answers to each
+//! caller's `oneshot`, subscription changes to their sinks, the attachment and status to
+//! `watch` channels). It holds no state of its own beyond buffers and those channels: the
+//! request table, the in-flight limit, the subscriptions, the attachment and the reconnect
+//! plan are the core's. Reading, writing, orders and timers are polled by one hand-written
+//! future, so the transport is never split or locked and a slow socket never stops the reads.
 
 use std::future::{Future, poll_fn};
 use std::mem;
@@ -20,28 +23,34 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
+use tracing::Instrument;
 
-use crate::client::{Deferred, Shared, Waiter};
 use crate::config::ClientConfig;
-use crate::conn::{ClientConn, Command, Event};
+use crate::conn::{ClientConn, Command, ConnConfig, Event, RequestNumbers};
 use crate::endpoint::Endpoint;
 use crate::error::ConnectError;
+use crate::shared::{Deferred, Order, Shared, Waiter};
+use crate::sink::Sinks;
 use crate::status::Status;
 use crate::tls;
 use crate::transport::{self, BoxStream};
 
+/// Orders queued for the connection task before handles wait.
+const ORDER_QUEUE: usize = 256;
+
 /// Room made in the read buffer before each read.
 const READ_CHUNK: usize = 64 * 1024;
-/// Commands are not taken while this many bytes wait to be written, so callers wait on the
-/// bounded command channel instead of the write buffer growing.
+/// Orders are not taken while this many bytes wait to be written, so callers wait on the
+/// bounded order queue instead of the write buffer growing.
 const MAX_WRITE_BACKLOG: usize = 256 * 1024;
-/// Commands taken per round, so a busy caller cannot starve the reads.
-const COMMANDS_PER_ROUND: usize = 256;
+/// Orders taken per round, so a busy caller cannot starve the reads.
+const ORDERS_PER_ROUND: usize = 256;
 /// Rounds per poll before the task yields to the runtime.
 const ROUNDS_PER_POLL: usize = 16;
 
-/// A handshaken transport (what was read past the hello stays in the core's read buffer).
-pub(crate) struct Transport {
+/// A handshaken socket to the server: Unix, TCP, or TLS over TCP (what was read past the
+/// hello stays in the core's read buffer).
+pub(crate) struct Socket {
     stream: BoxStream,
 }
 
@@ -58,12 +67,79 @@ fn now() -> std::time::Instant {
     Instant::now().into_std()
 }
 
+/// Connects, completes the handshake and spawns the connection task; returns what the
+/// client's handles share with it.
+pub(crate) async fn connect(config: ClientConfig) -> Result<Arc<Shared>, ConnectError> {
+    let tls = match config.endpoint {
+        Endpoint::Tls { .. } => Some(tls::client_config(&config.tls)?),
+        Endpoint::Unix(_) | Endpoint::Tcp { .. } => None,
+    };
+    let numbers = RequestNumbers::default();
+    let mut conn = ClientConn::new(conn_config(&config), numbers.clone());
+    let mut sinks = Sinks::default();
+    let socket = establish(&config, tls.as_ref(), &mut conn, &mut sinks).await?;
+    let server_id = conn
+        .server_id()
+        .cloned()
+        .unwrap_or_else(|| unreachable!("a handshaken connection knows its server"));
+    let (orders_tx, orders) = mpsc::channel(ORDER_QUEUE);
+    let (status_tx, status) = watch::channel(Status::Connected);
+    let (attachment_tx, attachment) = watch::channel(None);
+    let shared = Shared::new(
+        orders_tx,
+        numbers,
+        status,
+        attachment,
+        server_id.clone(),
+        config.request_timeout,
+    );
+    let span = tracing::debug_span!("client", endpoint = %config.endpoint, server_id = %server_id);
+    let driver = Driver {
+        shared: Arc::clone(&shared),
+        config,
+        tls,
+        conn,
+        sinks,
+        orders,
+        status: status_tx,
+        attachment: attachment_tx,
+        dial: false,
+    };
+    shared.spawn(driver.run(socket).instrument(span));
+    Ok(shared)
+}
+
+/// The core's configuration for a client of `config`, with a fresh jitter seed.
+fn conn_config(config: &ClientConfig) -> ConnConfig {
+    ConnConfig {
+        max_frame_length: config.max_frame_length,
+        expected_server_id: config.expected_server_id.clone(),
+        reconnect: config.reconnect.clone(),
+        max_in_flight: config.max_in_flight,
+        jitter_seed: jitter_seed(),
+    }
+}
+
+/// A seed for the reconnect jitter, from the OS's random source, so clients started together
+/// do not back off in lockstep (which jitter exists to prevent).
+fn jitter_seed() -> u64 {
+    let mut bytes = [0u8; 8];
+    if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).is_ok() {
+        return u64::from_le_bytes(bytes);
+    }
+    // An OS without a random source: still a different seed for every client of this process.
+    static FALLBACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = FALLBACK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ((u64::from(std::process::id()) << 32) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
 /// Opens a transport for `conn` and completes its handshake within the connect timeout.
-pub(crate) async fn establish<W>(
+async fn establish<W>(
     config: &ClientConfig,
     tls: Option<&Arc<rustls::ClientConfig>>,
     conn: &mut ClientConn<W>,
-) -> Result<Transport, ConnectError> {
+    sinks: &mut Sinks,
+) -> Result<Socket, ConnectError> {
     let endpoint = &config.endpoint;
     let attempt = async {
         let tls = tls.map(|c| (c, config.tls.server_name.as_deref()));
@@ -84,15 +160,15 @@ pub(crate) async fn establish<W>(
                 Err(e) => return Err(read_error(endpoint, e)),
             };
             if n == 0 {
-                conn.handle_eof(now());
+                conn.handle_eof(now(), sinks);
             } else {
-                conn.handle_read(now());
+                conn.handle_read(now(), sinks);
             }
             if let Some(failure) = conn.take_handshake_failure() {
                 return Err(failure.into_error(endpoint));
             }
             if conn.is_live() {
-                return Ok(Transport { stream });
+                return Ok(Socket { stream });
             }
             if n == 0 {
                 return Err(ConnectError::Closed {
@@ -128,12 +204,14 @@ fn read_error(endpoint: &Endpoint, e: std::io::Error) -> ConnectError {
 }
 
 /// The connection task.
-pub(crate) struct Driver {
+struct Driver {
     shared: Arc<Shared>,
     config: ClientConfig,
     tls: Option<Arc<rustls::ClientConfig>>,
     conn: ClientConn<Waiter>,
-    commands: mpsc::Receiver<Command<Waiter>>,
+    /// Every live subscription's channels and replica.
+    sinks: Sinks,
+    orders: mpsc::Receiver<Order>,
     status: watch::Sender<Status>,
     attachment: watch::Sender<Option<SessionTarget>>,
     /// The core asked for a new transport.
@@ -141,41 +219,20 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        config: ClientConfig,
-        tls: Option<Arc<rustls::ClientConfig>>,
-        conn: ClientConn<Waiter>,
-        commands: mpsc::Receiver<Command<Waiter>>,
-        status: watch::Sender<Status>,
-        attachment: watch::Sender<Option<SessionTarget>>,
-    ) -> Self {
-        Self {
-            shared,
-            config,
-            tls,
-            conn,
-            commands,
-            status,
-            attachment,
-            dial: false,
-        }
-    }
-
     /// Runs until the core is closed: serve each transport, and between transports wait for
     /// the core to ask for the next one.
-    pub(crate) async fn run(mut self, first: Transport) {
-        let mut transport = Some(first);
+    async fn run(mut self, first: Socket) {
+        let mut socket = Some(first);
         loop {
-            if let Some(t) = transport.take() {
-                match self.serve(t).await {
+            if let Some(s) = socket.take() {
+                match self.serve(s).await {
                     Served::Closed(reason) => self.conn.close(reason),
                     Served::Lost => {}
                 }
             }
             let _ = self.deliver();
-            transport = self.next_transport().await;
-            if transport.is_none() {
+            socket = self.next_socket().await;
+            if socket.is_none() {
                 self.finish();
                 return;
             }
@@ -184,7 +241,7 @@ impl Driver {
 
     /// Between transports: commands and timers still reach the core (it holds requests for
     /// the next transport and fails them at their deadlines); a due attempt dials.
-    async fn next_transport(&mut self) -> Option<Transport> {
+    async fn next_socket(&mut self) -> Option<Socket> {
         loop {
             let _ = self.deliver();
             if self.conn.is_closed() {
@@ -195,7 +252,12 @@ impl Driver {
                 let dialled = tokio::select! {
                     biased;
                     () = shutdown.cancelled() => None,
-                    r = establish(&self.config, self.tls.as_ref(), &mut self.conn) => Some(r),
+                    r = establish(
+                        &self.config,
+                        self.tls.as_ref(),
+                        &mut self.conn,
+                        &mut self.sinks,
+                    ) => Some(r),
                 };
                 match dialled {
                     None => self.conn.close("client closed"),
@@ -210,8 +272,8 @@ impl Driver {
                 biased;
                 () = shared.shutdown.cancelled() => self.conn.close("client closed"),
                 () = shared.deferred_notify.notified() => self.drain_deferred(),
-                cmd = self.commands.recv() => match cmd {
-                    Some(cmd) => self.command(cmd),
+                order = self.orders.recv(), if self.conn.accepts_commands() => match order {
+                    Some(order) => self.order(order),
                     None => self.conn.close("every client handle was dropped"),
                 },
                 () = sleep_until(deadline) => self.conn.handle_timeout(now()),
@@ -220,7 +282,7 @@ impl Driver {
     }
 
     /// Serves one live transport until it is lost or the client closes.
-    async fn serve(&mut self, mut t: Transport) -> Served {
+    async fn serve(&mut self, mut socket: Socket) -> Served {
         let shared = Arc::clone(&self.shared);
         let mut cancelled = pin!(shared.shutdown.cancelled());
         let mut notified = pin!(shared.deferred_notify.notified());
@@ -228,8 +290,8 @@ impl Driver {
         let mut armed: Option<std::time::Instant> = None;
         let mut write = BytesMut::new();
         let mut unflushed = false;
-        // What arrived with the hello was already handled.
-        if self.deliver() {
+        // What arrived with the hello was handled (or set aside, for `deliver_read`).
+        if self.deliver_read() {
             return Served::Lost;
         }
         poll_fn(|cx| {
@@ -243,13 +305,15 @@ impl Driver {
                     self.drain_deferred();
                     busy = true;
                 }
-                for _ in 0..COMMANDS_PER_ROUND {
-                    if self.conn.pending_transmit() + write.len() >= MAX_WRITE_BACKLOG {
+                for _ in 0..ORDERS_PER_ROUND {
+                    if self.conn.pending_transmit() + write.len() >= MAX_WRITE_BACKLOG
+                        || !self.conn.accepts_commands()
+                    {
                         break;
                     }
-                    match self.commands.poll_recv(cx) {
-                        Poll::Ready(Some(cmd)) => {
-                            self.command(cmd);
+                    match self.orders.poll_recv(cx) {
+                        Poll::Ready(Some(order)) => {
+                            self.order(order);
                             busy = true;
                         }
                         Poll::Ready(None) => {
@@ -260,10 +324,10 @@ impl Driver {
                 }
 
                 let read = self.conn.read_buffer(READ_CHUNK);
-                match tokio_util::io::poll_read_buf(t.stream.as_mut(), cx, read) {
-                    Poll::Ready(Ok(0)) => self.conn.handle_eof(now()),
+                match tokio_util::io::poll_read_buf(socket.stream.as_mut(), cx, read) {
+                    Poll::Ready(Ok(0)) => self.conn.handle_eof(now(), &mut self.sinks),
                     Poll::Ready(Ok(_)) => {
-                        self.conn.handle_read(now());
+                        self.conn.handle_read(now(), &mut self.sinks);
                         busy = true;
                     }
                     Poll::Ready(Err(e)) => {
@@ -272,7 +336,7 @@ impl Driver {
                     }
                     Poll::Pending => {}
                 }
-                if self.deliver() {
+                if self.deliver_read() {
                     return Poll::Ready(Served::Lost);
                 }
 
@@ -280,7 +344,7 @@ impl Driver {
                     if write.is_empty() && !self.conn.poll_transmit(&mut write) {
                         break;
                     }
-                    match t.stream.as_mut().poll_write(cx, &write) {
+                    match socket.stream.as_mut().poll_write(cx, &write) {
                         Poll::Ready(Ok(n)) if n > 0 => {
                             write.advance(n);
                             unflushed = true;
@@ -304,7 +368,7 @@ impl Driver {
                     }
                 }
                 if unflushed && write.is_empty() {
-                    match t.stream.as_mut().poll_flush(cx) {
+                    match socket.stream.as_mut().poll_flush(cx) {
                         Poll::Ready(Ok(())) => unflushed = false,
                         Poll::Ready(Err(e)) => {
                             self.conn.handle_lost(
@@ -344,14 +408,21 @@ impl Driver {
         .await
     }
 
-    /// Hands a command to the core, unless its caller already gave up.
-    fn command(&mut self, cmd: Command<Waiter>) {
-        if let Command::Request { waiter, .. } = &cmd
-            && waiter.is_closed()
-        {
-            return;
+    /// Hands an order to the core (keeping a new subscription's channels), unless its caller
+    /// already gave up.
+    fn order(&mut self, order: Order) {
+        match order {
+            Order::Core(Command::Request(request)) if request.waiter.is_closed() => {}
+            // Its handle's unsubscribe may already have come and gone.
+            Order::Subscribe(new) if new.1.is_abandoned() => {}
+            Order::Core(cmd) => self.conn.handle_command(now(), cmd),
+            Order::Subscribe(new) => {
+                let (subscribe, sink) = *new;
+                self.sinks.insert(subscribe.key, sink);
+                self.conn
+                    .handle_command(now(), Command::Subscribe(subscribe));
+            }
         }
-        self.conn.handle_command(now(), cmd);
     }
 
     /// Cancels and unsubscribes queued by handles' `Drop`.
@@ -360,9 +431,27 @@ impl Driver {
         for item in items {
             let cmd = match item {
                 Deferred::Cancel(number) => Command::Cancel(number),
-                Deferred::Unsubscribe(key) => Command::Unsubscribe(key),
+                Deferred::Unsubscribe(key) => {
+                    self.sinks.remove(key);
+                    Command::Unsubscribe(key)
+                }
             };
             self.conn.handle_command(now(), cmd);
+        }
+    }
+
+    /// Delivers the core's events, and while the last read holds frames the core set aside,
+    /// has it handle them and delivers again. Returns whether the current transport must be
+    /// dropped.
+    fn deliver_read(&mut self) -> bool {
+        loop {
+            if self.deliver() {
+                return true;
+            }
+            if !self.conn.has_unread_frames() {
+                return false;
+            }
+            self.conn.handle_read(now(), &mut self.sinks);
         }
     }
 
@@ -371,10 +460,11 @@ impl Driver {
         let mut disconnect = false;
         while let Some(event) = self.conn.poll_event() {
             match event {
-                Event::Complete { waiter, completion } => {
+                Event::Answer { waiter, answer } => {
                     // The caller may have given up meanwhile.
-                    let _ = waiter.send(completion);
+                    let _ = waiter.send(answer);
                 }
+                Event::Subscription { key, change } => self.sinks.deliver(key, change),
                 Event::Attachment(attachment) => {
                     self.attachment.send_if_modified(|current| {
                         if *current == attachment {
@@ -397,9 +487,9 @@ impl Driver {
 
     /// The core is closed: refuse what is still queued, and stop every task.
     fn finish(&mut self) {
-        self.commands.close();
-        while let Ok(cmd) = self.commands.try_recv() {
-            self.conn.handle_command(now(), cmd);
+        self.orders.close();
+        while let Ok(order) = self.orders.try_recv() {
+            self.order(order);
         }
         self.shared.lock_deferred().clear();
         let _ = self.deliver();

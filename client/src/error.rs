@@ -5,7 +5,7 @@ use baton_protocol::{DecodeError, EncodeError, ErrorCode, WireError};
 
 use crate::endpoint::Endpoint;
 use crate::status::ReconnectRefusal;
-use crate::tls::TlsConfigError;
+use crate::tls::{TlsConfigError, TlsFailure};
 
 /// Why a connection could not be established.
 #[derive(Debug, thiserror::Error)]
@@ -61,22 +61,6 @@ pub enum ConnectError {
         /// Where we tried.
         endpoint: Endpoint,
     },
-}
-
-/// What a failed TLS handshake says about who refused whom.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TlsFailure {
-    /// The server refused this client's certificate, or its lack of one: it sent a fatal
-    /// alert about the certificate (`unknown_ca`, `bad_certificate`, `certificate_required`,
-    /// `certificate_revoked`, `certificate_expired`, `access_denied`, or `decrypt_error` for
-    /// a signature that does not verify, …).
-    ClientRefused,
-    /// This client did not accept the server's certificate (unknown issuer, not valid for
-    /// the name, expired).
-    ServerRejected,
-    /// Anything else: the connection reset mid-handshake, a protocol error, a bad name.
-    Other,
 }
 
 impl ConnectError {

@@ -6,9 +6,9 @@
 //! report.
 //!
 //! The target drives the decoding half of a subscription the way the connection core's
-//! subscription state (`SubCore`) does: a [`StateDecoder`] turns each update's CBOR bytes into a
-//! provider update ([`StateDecoder::decode_update_cbor`]) and a [`Replica`] applies it by
-//! reference; any decode or apply error makes the client re-subscribe (a fresh decoder and
+//! subscriptions (`conn::Subscriptions`) do: a [`StateDecoder`] turns each update's CBOR bytes
+//! into a provider update ([`StateDecoder::decode_update_cbor`]) and a [`Replica`] applies it
+//! by reference; any decode or apply error makes the client re-subscribe (a fresh decoder and
 //! replica hydrated from a fresh snapshot). A second decoder reads every update through a
 //! [`Value`] and must agree on the result and on its state.
 

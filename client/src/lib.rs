@@ -5,16 +5,18 @@
 //! service's live state from one snapshot plus deltas. The `baton` command is built on it.
 //!
 //! ```text
-//! Client / Session / Subscription ──commands (bounded)──▶ connection task ◀──▶ socket
-//!   ▲                                                      │ owns ClientConn (sans-IO core)
-//!   └──── answers (oneshot) · attachment, status (watch) ───┘ + subscription replicas
+//! Client / Session / Subscription ──orders (bounded)──▶ connection task ◀──▶ socket
+//!   ▲                                                    │ owns ClientConn (sans-IO core)
+//!   └─ answers (oneshot) · replicas, attachment, status ─┘ and every channel it feeds
+//!      (watch) · subscription events (bounded mpsc)
 //! ```
 //!
 //! The connection logic is a sans-IO core, `conn::ClientConn` (handshake, the one request
-//! table, deadlines, the attachment route, subscriptions, the reconnect plan; time is a
-//! parameter, unit-tested without sockets); the task around it (`driver`) only reads into
-//! the core's buffer, writes what it hands out, sleeps until its next deadline and delivers
-//! its events.
+//! table, the in-flight limit, deadlines, the attachment route, subscriptions, the reconnect
+//! plan; time and the jitter seed are inputs; unit-tested without sockets or tokio). It owns
+//! no channel: it emits events, and the task around it (`driver`) only reads into the core's
+//! buffer, writes what it hands out, sleeps until its next deadline and turns its events into
+//! sends.
 //!
 //! * [`Client::connect`] opens the transport and completes the handshake (an expected
 //!   `serverId` is enforced).
@@ -42,6 +44,20 @@
 //! server id answers at the address, the server refused this identity (access policy or TLS
 //! client certificate), this client no longer trusts its certificate, or it speaks another
 //! protocol version. Every other failure is retried.
+//!
+//! ## Modules, bottom up
+//! Each layer uses only the layers below it:
+//!
+//! 1. Leaves: `endpoint`, `status`, `reply`, `tls` (configuration and [`TlsFailure`]), then
+//!    `config` and `error`; `transport` opens a byte stream for an endpoint.
+//! 2. `conn/`: the sans-IO core (`command`, `event`, `requests`, `in_flight`,
+//!    `subscriptions`); it knows nothing of tokio's channels or the layers above.
+//! 3. `sink` (each subscription's channels on the task's side, and the replicas the task
+//!    lends the core), then `shared` (what the handles share with the task: the order queue,
+//!    `Drop`'s deferred work, the shutdown signal).
+//! 4. `driver`: the connection task.
+//! 5. The public handles: `subscription` ([`Subscription`]), `client` ([`Client`]), and
+//!    `session` ([`Session`], and [`Client::attach`], which makes one).
 
 mod client;
 mod config;
@@ -53,6 +69,8 @@ mod error;
 pub mod fuzzing;
 mod reply;
 mod session;
+mod shared;
+mod sink;
 mod status;
 mod subscription;
 mod tls;
@@ -65,11 +83,11 @@ pub use config::{
     DEFAULT_SUBSCRIPTION_EVENTS, DEFAULT_TCP_KEEPALIVE_INTERVAL, DEFAULT_TCP_KEEPALIVE_RETRIES,
     DEFAULT_TCP_KEEPALIVE_TIME, KeepaliveConfig, ReconnectPolicy,
 };
-pub use conn::SESSION_MANAGEMENT_SERVICE;
+pub use conn::{EndReason, SESSION_MANAGEMENT_SERVICE, SubscriptionEvent};
 pub use endpoint::{Endpoint, EndpointError};
-pub use error::{ConnectError, RequestError, TlsFailure};
+pub use error::{ConnectError, RequestError};
 pub use reply::Reply;
 pub use session::Session;
 pub use status::{CloseReason, ReconnectRefusal, Status};
-pub use subscription::{EndReason, Subscription, SubscriptionEvent};
-pub use tls::{TlsConfigError, TlsOptions};
+pub use subscription::Subscription;
+pub use tls::{TlsConfigError, TlsFailure, TlsOptions};

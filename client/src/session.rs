@@ -1,13 +1,46 @@
-//! A session handle: calls addressed to the current attachment, never to a stale one.
+//! Attaching, and the session handle: calls addressed to the current attachment, never to a
+//! stale one.
 
 use baton_protocol::chord::ServiceMode;
 use baton_protocol::{Id, SessionTarget, Value};
+use tokio::sync::oneshot;
 
-use crate::client::{Client, RequestOptions};
-use crate::conn::TargetSpec;
+use crate::client::{Client, RequestOptions, answered};
+use crate::conn::{Answer, Command, TargetSpec};
 use crate::error::RequestError;
 use crate::reply::Reply;
+use crate::shared::Order;
 use crate::subscription::Subscription;
+
+impl Client {
+    /// Attaches this connection to `session_id` (or a prefix the server resolves) and returns
+    /// a handle that addresses its calls to the current attachment; its
+    /// [`id`](Session::id) is the session id the server announced.
+    ///
+    /// # Errors
+    /// The server's error (e.g. `session_not_found`) or a connection error.
+    pub async fn attach(&self, session_id: &str) -> Result<Session, RequestError> {
+        let session_id =
+            Id::new(session_id).map_err(|_| RequestError::NotAttached(String::new()))?;
+        let (waiter, rx) = oneshot::channel();
+        self.shared()
+            .order(Order::Core(Command::Attach { session_id, waiter }))
+            .await?;
+        let target = match answered(rx.await) {
+            Answer::Attached(r) => r?,
+            Answer::Reply(r) => {
+                r?;
+                return Err(RequestError::NotSent("client closed".to_owned()));
+            }
+        };
+        // The session as the server names it (`session_id` may have been a prefix).
+        Ok(Session {
+            client: self.clone(),
+            session_id: target.session_id.clone(),
+            first_target: target,
+        })
+    }
+}
 
 /// An attached session. Calls resolve the target when they are sent: if the connection is no
 /// longer attached to this session, they fail with [`RequestError::NotAttached`] instead of
@@ -20,14 +53,6 @@ pub struct Session {
 }
 
 impl Session {
-    pub(crate) fn new(client: Client, session_id: Id, first_target: SessionTarget) -> Self {
-        Self {
-            client,
-            session_id,
-            first_target,
-        }
-    }
-
     /// The session id as the server announced it (the canonical id, even if the attach named
     /// a prefix).
     pub fn id(&self) -> &str {

@@ -1,5 +1,6 @@
 //! TLS client configuration: trust roots from a CA file or the platform store, and an
-//! optional client certificate for mutual TLS.
+//! optional client certificate for mutual TLS; and what a failed TLS handshake says about who
+//! refused whom ([`TlsFailure`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -7,8 +8,6 @@ use std::sync::Arc;
 use rustls::{AlertDescription, RootCertStore};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-
-use crate::error::TlsFailure;
 
 /// Where TLS trust and identity come from.
 #[derive(Debug, Clone, Default)]
@@ -23,6 +22,22 @@ pub struct TlsOptions {
     /// tunnel or an address, e.g. `tls://127.0.0.1:17879` with `build-box.example`. A DNS
     /// name or an IP address; checked when the configuration is built.
     pub server_name: Option<String>,
+}
+
+/// What a failed TLS handshake says about who refused whom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TlsFailure {
+    /// The server refused this client's certificate, or its lack of one: it sent a fatal
+    /// alert about the certificate (`unknown_ca`, `bad_certificate`, `certificate_required`,
+    /// `certificate_revoked`, `certificate_expired`, `access_denied`, or `decrypt_error` for
+    /// a signature that does not verify, …).
+    ClientRefused,
+    /// This client did not accept the server's certificate (unknown issuer, not valid for
+    /// the name, expired).
+    ServerRejected,
+    /// Anything else: the connection reset mid-handshake, a protocol error, a bad name.
+    Other,
 }
 
 /// A TLS setup problem, reported before any connection attempt.
@@ -179,7 +194,7 @@ mod tests {
     )]
 
     use super::*;
-    use crate::{ClientConfig, Endpoint};
+    use crate::endpoint::Endpoint;
 
     /// Options with the platform trust store and `server_name`.
     fn options_with(server_name: Option<&str>) -> TlsOptions {
@@ -194,10 +209,11 @@ mod tests {
         let Endpoint::Tls { host, .. } = "tls://127.0.0.1:17879".parse().unwrap() else {
             panic!("not a tls endpoint");
         };
-        let mut config = ClientConfig::new("tls://127.0.0.1:17879".parse().unwrap());
-        assert_eq!(config.tls.verified_name(&host), "127.0.0.1");
-        config.tls.server_name = Some("build-box.example".to_owned());
-        assert_eq!(config.tls.verified_name(&host), "build-box.example");
+        // What `ClientConfig::new` starts from.
+        let mut options = TlsOptions::default();
+        assert_eq!(options.verified_name(&host), "127.0.0.1");
+        options.server_name = Some("build-box.example".to_owned());
+        assert_eq!(options.verified_name(&host), "build-box.example");
     }
 
     #[test]

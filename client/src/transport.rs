@@ -9,7 +9,8 @@ use tokio::net::{TcpStream, UnixStream};
 
 use crate::config::KeepaliveConfig;
 use crate::endpoint::Endpoint;
-use crate::error::{ConnectError, TlsFailure};
+use crate::error::ConnectError;
+use crate::tls::{self, TlsFailure};
 
 /// Any byte stream the client can speak over.
 pub(crate) trait Stream: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static {}
@@ -63,7 +64,7 @@ pub(crate) async fn open(
                     .map_err(|e| ConnectError::Tls {
                         endpoint: endpoint.clone(),
                         reason: e.to_string(),
-                        failure: crate::tls::tls_failure(&e),
+                        failure: tls::tls_failure(&e),
                     })?;
             Ok(Box::pin(stream))
         }

@@ -140,3 +140,56 @@ async fn a_connection_is_healthy_only_once_its_re_attach_was_answered() {
     let (waited, _peer) = drop_and_time_the_reconnect(&listener, peer).await;
     assert_eq!(waited, ms(100));
 }
+
+/// The delays `client` draws for its first `n` reconnect attempts, as its status reports
+/// them.
+async fn drawn_delays(client: &Client, n: usize) -> Vec<Duration> {
+    let mut status = client.watch_status();
+    let mut delays = Vec::new();
+    let drawn = async {
+        loop {
+            if let Status::Reconnecting {
+                attempt, retry_in, ..
+            } = &*status.borrow_and_update()
+                && *attempt as usize == delays.len() + 1
+            {
+                delays.push(*retry_in);
+            }
+            if delays.len() == n {
+                return;
+            }
+            status.changed().await.unwrap();
+        }
+    };
+    tokio::time::timeout(HANG_GUARD, drawn).await.unwrap();
+    delays
+}
+
+#[tokio::test(start_paused = true)]
+async fn clients_made_back_to_back_draw_their_own_reconnect_delays() {
+    let listener = Listener::bind();
+    let jittered = ReconnectPolicy {
+        jitter: 0.25,
+        ..policy()
+    };
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let mut config = listener.config();
+        config.reconnect = Some(jittered.clone());
+        let (client, peer) = tokio::join!(Client::connect(config), listener.accept_ready());
+        clients.push((client.unwrap(), peer));
+    }
+    // The host goes away for good: both clients retry, each with the jitter it draws.
+    let (clients, peers): (Vec<Client>, Vec<Peer>) = clients.into_iter().unzip();
+    drop(peers);
+    drop(listener);
+    let (a, b) = tokio::join!(drawn_delays(&clients[0], 4), drawn_delays(&clients[1], 4));
+    for (delay, base) in a.iter().chain(&b).zip([100, 200, 400, 800].iter().cycle()) {
+        let base = ms(*base);
+        assert!(
+            *delay >= base.mul_f64(0.75) && *delay < base.mul_f64(1.25),
+            "{delay:?} for {base:?}"
+        );
+    }
+    assert_ne!(a, b, "both clients would reconnect in lockstep");
+}

@@ -538,3 +538,50 @@ async fn attaching_by_a_prefix_follows_the_session_id_the_server_announces() {
     let (result, ()) = tokio::join!(req, server);
     result.unwrap();
 }
+
+#[tokio::test]
+async fn requests_beyond_max_in_flight_wait_in_order_while_other_commands_go_ahead() {
+    let listener = Listener::bind();
+    let mut config = listener.config();
+    config.max_in_flight = 2;
+    let (client, peer) = tokio::join!(Client::connect(config), listener.accept_ready());
+    let (client, mut peer) = (client.unwrap(), peer);
+    let target = client.server_target();
+    let r1 = client.request(target.clone(), call("r1"));
+    let r2 = client.request(target.clone(), call("r2"));
+    let r3 = client.request(target.clone(), call("r3"));
+    // Asked for after the third request, and not counted against the limit.
+    let detach = client.detach();
+    let server = async {
+        let first = peer.recv_request().await;
+        let second = peer.recv_request().await;
+        let detaching = peer.recv_request().await;
+        assert_eq!(
+            (&first.call, &second.call, &detaching.call),
+            (
+                &call("r1"),
+                &call("r2"),
+                &Value::from_json(
+                    r#"{"serviceId":"pi.session-management","member":"detach","args":[]}"#
+                )
+                .unwrap()
+            ),
+            "the third request waits for a slot"
+        );
+        peer.respond(&detaching.id, Outcome::Void).await;
+        peer.respond(&second.id, Outcome::Value(Value::from("two")))
+            .await;
+        // The answer freed a slot: only now does the third go out.
+        let third = peer.recv_request().await;
+        assert_eq!(third.call, call("r3"));
+        peer.respond(&third.id, Outcome::Value(Value::from("three")))
+            .await;
+        peer.respond(&first.id, Outcome::Value(Value::from("one")))
+            .await;
+    };
+    let (a, b, c, d, ()) = tokio::join!(r1, r2, r3, detach, server);
+    assert_eq!(a.unwrap(), Reply::Value(Value::from("one")));
+    assert_eq!(b.unwrap(), Reply::Value(Value::from("two")));
+    assert_eq!(c.unwrap(), Reply::Value(Value::from("three")));
+    d.unwrap();
+}

@@ -860,3 +860,31 @@ async fn a_detach_cut_short_by_a_dropped_connection_still_ends_the_sessions_subs
     assert_ended(&mut sub, &EndReason::Detached).await;
     assert_nothing_sent(&client, &mut peer, sub).await;
 }
+
+#[tokio::test]
+async fn a_subscribe_given_up_before_the_connection_task_took_it_is_never_sent() {
+    use futures::FutureExt;
+
+    let listener = Listener::bind();
+    let (client, mut peer) = connected(&listener).await;
+    // Queued, then dropped before the connection task ran: nothing may keep subscribing
+    // for a handle that is gone.
+    assert!(
+        client
+            .subscribe("pi.models", ServiceMode::Singleton)
+            .now_or_never()
+            .is_none()
+    );
+    let probe = json(r#"{"serviceId":"test.echo","member":"probe","args":[]}"#);
+    let request = client.request(client.server_target(), probe.clone());
+    let server = async {
+        let r = peer.recv_request().await;
+        assert_eq!(
+            r.call, probe,
+            "the first request is the probe, not a subscribe"
+        );
+        peer.respond(&r.id, Outcome::Void).await;
+    };
+    let (reply, ()) = tokio::join!(request, server);
+    reply.unwrap();
+}

@@ -1,10 +1,11 @@
-//! The sans-IO core of a client connection: handshake, the request table, cancel, the
-//! attachment route, subscriptions, and reconnect bookkeeping.
+//! The sans-IO core of a client connection: handshake, the request table, the in-flight
+//! limit, cancel, the attachment route, subscriptions, and reconnect bookkeeping.
 //!
-//! [`ClientConn`] owns no socket, task or clock. It outlives every transport of one client:
-//! each transport is a new handshake, and what the client wants (its attachment, its
+//! [`ClientConn`] owns no socket, task, channel or clock. It outlives every transport of one
+//! client: each transport is a new handshake, and what the client wants (its attachment, its
 //! subscriptions) is re-made on it. Time is always a `now` argument, so timeouts and the
-//! reconnect backoff are deadlines it reports, never timers it runs.
+//! reconnect backoff are deadlines it reports, never timers it runs; the backoff jitter's seed
+//! is part of its configuration.
 //!
 //! A failed reconnect attempt is classified here ([`ConnectError::refusal`]): one that no
 //! retry can cure (another server id, this identity refused, the server's certificate
@@ -16,7 +17,9 @@
 //! * Inputs (`handle_*`): [`handle_open`](ClientConn::handle_open) when a transport is up,
 //!   [`handle_read`](ClientConn::handle_read) after reading into
 //!   [`read_buffer`](ClientConn::read_buffer) (the decoder's own buffer: frames are decoded
-//!   where they were read), [`handle_eof`](ClientConn::handle_eof),
+//!   where they were read; the glue lends its [`Replicas`] for it), and again, after
+//!   draining the events, while [`has_unread_frames`](ClientConn::has_unread_frames);
+//!   [`handle_eof`](ClientConn::handle_eof),
 //!   [`handle_lost`](ClientConn::handle_lost) (the transport failed),
 //!   [`handle_connect_failed`](ClientConn::handle_connect_failed) (opening or handshaking a
 //!   transport failed), [`handle_command`](ClientConn::handle_command) (what a handle asked
@@ -24,10 +27,12 @@
 //!   [`poll_timeout`](ClientConn::poll_timeout) has passed, and
 //!   [`close`](ClientConn::close).
 //! * After any input, drain the outputs (`poll_*`): [`poll_event`](ClientConn::poll_event)
-//!   until `None` (completions for callers, attachment and status changes, [`Event::Dial`]
-//!   to open a transport, [`Event::Disconnect`] to drop the current one),
-//!   [`poll_transmit`](ClientConn::poll_transmit) into the write buffer, and re-arm the
-//!   timer from [`poll_timeout`](ClientConn::poll_timeout).
+//!   until `None` (answers for callers, what became of each subscription, attachment and
+//!   status changes, [`Event::Dial`] to open a transport, [`Event::Disconnect`] to drop the
+//!   current one), [`poll_transmit`](ClientConn::poll_transmit) into the write buffer, and
+//!   re-arm the timer from [`poll_timeout`](ClientConn::poll_timeout).
+//! * Hand over commands only while [`accepts_commands`](ClientConn::accepts_commands) says so
+//!   (the requests waiting for an in-flight slot are bounded).
 //! * `now` must not go backwards.
 //!
 //! While a transport is handshaking,
@@ -38,12 +43,18 @@
 //! can name its request in a later [`Command::Cancel`] before the core has seen it; the
 //! request table (what each number is waiting for) has this one owner.
 //!
-//! Subscription replicas and event queues are handed to the core with each
-//! [`SubscribeCmd`]; it applies updates to them in place (see [`crate::subscription`]).
+//! Every caller's request takes a slot of the in-flight limit ([`in_flight`]) from the moment
+//! the core admits it until it settles; beyond the limit it waits in the core, in order.
+//!
+//! Subscriptions ([`subscriptions`]) are the core's state; their replicas are the glue's,
+//! where readers see them, lent to the core while it reads ([`Replicas`]). What becomes of a
+//! subscription comes out as [`Event::Subscription`], in order with every other output.
 
-#[cfg(test)]
-mod batch_tests;
-pub(crate) mod requests;
+mod command;
+mod event;
+mod in_flight;
+mod requests;
+mod subscriptions;
 #[cfg(test)]
 mod tests;
 
@@ -65,72 +76,23 @@ use crate::endpoint::Endpoint;
 use crate::error::{ConnectError, RequestError};
 use crate::reply::Reply;
 use crate::status::{CloseReason, ReconnectRefusal, Status};
-use crate::subscription::{Resync, SubCore, SubscribeCmd};
 
-pub(crate) use self::requests::RequestNumbers;
+pub(crate) use self::command::{Command, Subscribe, TargetSpec, UserRequest};
+pub(crate) use self::event::{Answer, Event, SubscriptionChange};
+pub use self::event::{EndReason, SubscriptionEvent};
+use self::in_flight::InFlight;
+pub(crate) use self::requests::{NumberMap, RequestNumbers};
 use self::requests::{Purpose, RequestTable, Sent, Slot, request_id, request_number};
+pub(crate) use self::subscriptions::Replicas;
+use self::subscriptions::{Resync, Subscriptions};
 
 /// The service that attaches a connection to a session (pi's session manager).
 pub const SESSION_MANAGEMENT_SERVICE: &str = "pi.session-management";
 
-/// Where a request goes, resolved by the core when it is sent.
-#[derive(Debug, Clone)]
-pub(crate) enum TargetSpec {
-    /// Exactly this target.
-    Explicit(Target),
-    /// The current attachment, which must be to this session.
-    Session(Id),
-}
-
-/// What a handle asks of the connection. `W` is how a caller waits for its answer.
-#[derive(Debug)]
-pub(crate) enum Command<W> {
-    /// Send `call`; answer `waiter` with [`Completion::Reply`]. A `deadline` fails it with
-    /// [`RequestError::TimedOut`] (and cancels it if it was sent).
-    Request {
-        number: u64,
-        target: TargetSpec,
-        call: Value,
-        deadline: Option<Instant>,
-        waiter: W,
-    },
-    /// Attach to `session_id`; answer with [`Completion::Attached`].
-    Attach { session_id: Id, waiter: W },
-    /// Detach; answer with [`Completion::Reply`].
-    Detach { waiter: W },
-    /// Start a subscription (its handle waits on the command's own channels).
-    Subscribe(SubscribeCmd),
-    /// The caller gave up on request `number`: forget it, and `cancel` it if it was sent.
-    Cancel(u64),
-    /// The subscription with this key was dropped.
-    Unsubscribe(u64),
-}
-
-/// An answer for a caller.
-#[derive(Debug)]
-pub(crate) enum Completion {
-    /// A request's (or detach's) result.
-    Reply(Result<Reply, RequestError>),
-    /// An attach's result: the attachment the server announced.
-    Attached(Result<SessionTarget, RequestError>),
-}
-
-/// Something the glue must do or deliver.
-#[derive(Debug)]
-#[must_use = "events carry answers for callers and instructions for the glue"]
-pub(crate) enum Event<W> {
-    /// Answer a caller.
-    Complete { waiter: W, completion: Completion },
-    /// The connection's attachment changed.
-    Attachment(Option<SessionTarget>),
-    /// The connection status changed.
-    Status(Status),
-    /// Open a new transport now (a reconnect attempt), then call
-    /// [`ClientConn::handle_open`] or [`ClientConn::handle_connect_failed`].
-    Dial,
-    /// Drop the current transport: the core gave up on it (a protocol error).
-    Disconnect,
-}
+/// Events after which [`ClientConn::handle_read`] sets the rest of a read aside until the
+/// glue has drained them, so the event queue stays small however many frames one read holds
+/// (a 64 KiB read can hold well over a thousand updates).
+const EVENT_BATCH: usize = 64;
 
 /// Why a transport's handshake failed.
 #[derive(Debug)]
@@ -181,7 +143,9 @@ pub(crate) struct ConnConfig {
     pub(crate) expected_server_id: Option<ServerId>,
     /// Reconnect policy (`None`: a lost connection finishes the client).
     pub(crate) reconnect: Option<ReconnectPolicy>,
-    /// Seed for the backoff jitter (any non-zero value).
+    /// Callers' requests in flight at once (at least one); as many more wait in order.
+    pub(crate) max_in_flight: usize,
+    /// Seed for the backoff jitter (any value; the glue draws it from the OS).
     pub(crate) jitter_seed: u64,
 }
 
@@ -196,12 +160,13 @@ pub(crate) struct ClientConn<W> {
     requests: RequestTable<W>,
     /// Commands made while no transport was live, replayed in order once one is.
     held: VecDeque<Command<W>>,
+    in_flight: InFlight<W>,
     numbers: RequestNumbers,
     next_subscription: u64,
     attachment: Option<SessionTarget>,
     /// The session to re-attach after a reconnect.
     desired_session: Option<Id>,
-    subs: SubCore,
+    subs: Subscriptions,
     reconnect: Option<ReconnectPolicy>,
     /// Reconnect attempts since the last healthy connection (the backoff exponent).
     attempt: u32,
@@ -213,6 +178,8 @@ pub(crate) struct ClientConn<W> {
     resumed_at: Option<Instant>,
     out: BytesMut,
     events: VecDeque<Event<W>>,
+    /// The read buffer holds frames set aside after a batch of events.
+    unread: bool,
     handshake_failure: Option<HandshakeFailure>,
 }
 
@@ -227,18 +194,21 @@ impl<W> ClientConn<W> {
             link: Link::Dialing,
             requests: RequestTable::default(),
             held: VecDeque::new(),
+            in_flight: InFlight::new(config.max_in_flight),
             numbers,
             next_subscription: 1,
             attachment: None,
             desired_session: None,
-            subs: SubCore::default(),
+            subs: Subscriptions::default(),
             reconnect: config.reconnect,
             attempt: 0,
-            jitter_state: config.jitter_seed | 1,
+            // xorshift needs a non-zero state.
+            jitter_state: config.jitter_seed.max(1),
             resuming: HashSet::new(),
             resumed_at: None,
             out: BytesMut::new(),
             events: VecDeque::new(),
+            unread: false,
             handshake_failure: None,
         }
     }
@@ -252,6 +222,7 @@ impl<W> ClientConn<W> {
             return;
         }
         self.codec = ServerFrameDecoder::new(self.max_frame_length);
+        self.unread = false;
         self.out.clear();
         self.handshake_failure = None;
         let mut handshake = ClientHandshake::new(self.expected.clone());
@@ -267,64 +238,30 @@ impl<W> ClientConn<W> {
         self.codec.read_buffer(spare)
     }
 
-    /// Bytes were appended to [`read_buffer`](Self::read_buffer): every frame they complete
-    /// is handled; a partial frame stays for the next read.
-    pub(crate) fn handle_read(&mut self, now: Instant) {
-        while self.has_transport() {
-            match self.codec.next_message() {
-                Ok(Some(frame)) => self.handle_frame(now, frame),
-                Ok(None) => break,
-                Err(e) => {
-                    self.fail_transport(now, e);
-                    break;
-                }
-            }
-        }
-        // Replica watchers learn once per read, not once per update in it.
-        self.subs.notify_changed();
+    /// Bytes were appended to [`read_buffer`](Self::read_buffer): the frames they complete
+    /// are handled (subscription replicas are written through `replicas`); a partial frame
+    /// stays for the next read. Once a batch of events is queued the rest of the frames wait
+    /// ([`has_unread_frames`](Self::has_unread_frames)) for the glue to drain the events and
+    /// call again; at least one frame is handled per call.
+    pub(crate) fn handle_read(&mut self, now: Instant, replicas: &mut impl Replicas) {
+        self.read_frames(now, replicas, EVENT_BATCH);
+        self.admit_waiting(now);
     }
 
-    /// The transport reached end of stream (after everything read was handled).
-    pub(crate) fn handle_eof(&mut self, now: Instant) {
-        self.handle_read(now);
-        if !self.has_transport() {
-            return;
-        }
-        match self.codec.end() {
-            Err(e) => self.fail_transport(now, e),
-            Ok(()) if matches!(self.link, Link::Handshaking(_)) => {
-                self.fail_handshake(HandshakeFailure::Closed);
-            }
-            Ok(()) => self.connection_lost(now, "Byte transport closed".to_owned()),
-        }
-    }
-
-    /// One decoded frame from the transport (replica watchers are notified by the caller,
-    /// [`handle_read`](Self::handle_read), once per read).
-    pub(crate) fn handle_frame(&mut self, now: Instant, frame: ServerFrame) {
-        match &mut self.link {
-            Link::Handshaking(handshake) => {
-                let step = match frame.into_message() {
-                    Ok(msg) => handshake.handle_message(&msg),
-                    Err(_) => {
-                        let e = DecodeError::InvalidMessage { side: Side::Server };
-                        self.fail_handshake(HandshakeFailure::Decode(e));
-                        return;
-                    }
-                };
-                match step {
-                    Ok(Some(server_id)) => self.connected(now, server_id),
-                    Ok(None) => {
-                        self.fail_handshake(HandshakeFailure::Handshake(
-                            HandshakeError::ExpectedHello,
-                        ));
-                    }
-                    Err(e) => self.fail_handshake(HandshakeFailure::Handshake(e)),
+    /// The transport reached end of stream: every frame still in the read buffer is handled,
+    /// then the end.
+    pub(crate) fn handle_eof(&mut self, now: Instant, replicas: &mut impl Replicas) {
+        self.read_frames(now, replicas, usize::MAX);
+        if self.has_transport() {
+            match self.codec.end() {
+                Err(e) => self.fail_transport(now, e),
+                Ok(()) if matches!(self.link, Link::Handshaking(_)) => {
+                    self.fail_handshake(HandshakeFailure::Closed);
                 }
+                Ok(()) => self.connection_lost(now, "Byte transport closed".to_owned()),
             }
-            Link::Live => self.handle_live_frame(now, frame),
-            Link::Dialing | Link::Backoff { .. } | Link::Closed { .. } => {}
         }
+        self.admit_waiting(now);
     }
 
     /// The transport failed (a read or write error) or was closed under us.
@@ -334,6 +271,7 @@ impl<W> ClientConn<W> {
             Link::Handshaking(_) => self.attempt_failed(now, reason, None),
             Link::Dialing | Link::Backoff { .. } | Link::Closed { .. } => {}
         }
+        self.admit_waiting(now);
     }
 
     /// Opening or handshaking a transport failed with `error`. The first transport's failure
@@ -344,18 +282,34 @@ impl<W> ClientConn<W> {
     /// [`CloseReason::Refused`].
     pub(crate) fn handle_connect_failed(&mut self, now: Instant, error: &ConnectError) {
         self.attempt_failed(now, error.to_string(), error.refusal());
+        self.admit_waiting(now);
     }
 
-    /// A handle's command.
+    /// A handle's command. A request takes an in-flight slot or waits for one.
     pub(crate) fn handle_command(&mut self, now: Instant, cmd: Command<W>) {
-        match &self.link {
-            Link::Live => self.run_command(now, cmd),
-            Link::Closed { reason } => {
-                let reason = reason.to_string();
-                self.reject(cmd, &reason);
-            }
-            Link::Dialing | Link::Handshaking(_) | Link::Backoff { .. } => self.hold(cmd),
+        if let Link::Closed { reason } = &self.link {
+            let reason = reason.to_string();
+            self.reject(cmd, &reason);
+            return;
         }
+        match cmd {
+            Command::Request(request) => {
+                let (number, deadline) = (request.number, request.deadline);
+                match self.in_flight.admit(request) {
+                    Some(request) => self.dispatch(now, request),
+                    // It may time out before it takes a slot.
+                    None => {
+                        if let Some(at) = deadline {
+                            self.requests.watch_deadline(number, at);
+                        }
+                    }
+                }
+            }
+            Command::Cancel(number) => self.cancel(number),
+            cmd if self.is_live() => self.run_command(now, cmd),
+            cmd => self.hold(cmd),
+        }
+        self.admit_waiting(now);
     }
 
     /// Time has reached `now`: expired requests fail, a due reconnect attempt starts.
@@ -369,6 +323,7 @@ impl<W> ClientConn<W> {
             self.link = Link::Dialing;
             self.events.push_back(Event::Dial);
         }
+        self.admit_waiting(now);
     }
 
     /// Closes for good: requests fail, subscriptions end, the status becomes
@@ -443,15 +398,94 @@ impl<W> ClientConn<W> {
         self.server_id.as_ref()
     }
 
+    /// Whether the last [`handle_read`](Self::handle_read) set frames aside: drain the events,
+    /// then call it again before reading more.
+    pub(crate) fn has_unread_frames(&self) -> bool {
+        self.unread
+    }
+
     /// Bytes queued for the transport.
     pub(crate) fn pending_transmit(&self) -> usize {
         self.out.len()
+    }
+
+    /// Whether the glue should hand over more commands: not while as many requests wait for
+    /// an in-flight slot as the limit admits (callers then wait on the handles' queue).
+    pub(crate) fn accepts_commands(&self) -> bool {
+        !self.in_flight.is_full()
     }
 
     /// Requests on the wire (including cancelled ones whose answer is still due).
     #[cfg(test)]
     pub(crate) fn requests_on_wire(&self) -> usize {
         self.requests.len()
+    }
+
+    /// Callers' requests holding an in-flight slot, and those waiting for one.
+    #[cfg(test)]
+    pub(crate) fn requests_in_flight(&self) -> (usize, usize) {
+        (self.in_flight.admitted(), self.in_flight.waiting())
+    }
+
+    /// Subscriptions the core holds.
+    #[cfg(test)]
+    pub(crate) fn subscriptions(&self) -> usize {
+        self.subs.len()
+    }
+
+    // ---- reading frames ---------------------------------------------------------------------
+
+    /// Handles the complete frames in the read buffer, stopping before the next one once
+    /// `batch` events are queued.
+    fn read_frames(&mut self, now: Instant, replicas: &mut impl Replicas, batch: usize) {
+        self.unread = false;
+        let mut handled = false;
+        while self.has_transport() {
+            if handled && self.events.len() >= batch {
+                // Readers are woken once the whole read is handled.
+                self.unread = true;
+                return;
+            }
+            match self.codec.next_message() {
+                Ok(Some(frame)) => {
+                    self.handle_frame(now, frame, replicas);
+                    handled = true;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.fail_transport(now, e);
+                    break;
+                }
+            }
+        }
+        // Replica readers learn once per read, not once per update in it.
+        self.subs.notify_changed(&mut self.events);
+    }
+
+    fn handle_frame(&mut self, now: Instant, frame: ServerFrame, replicas: &mut impl Replicas) {
+        match &mut self.link {
+            Link::Handshaking(handshake) => {
+                let step = match frame.into_message() {
+                    Ok(msg) => handshake.handle_message(&msg),
+                    Err(_) => {
+                        let e = DecodeError::InvalidMessage { side: Side::Server };
+                        self.fail_handshake(HandshakeFailure::Decode(e));
+                        return;
+                    }
+                };
+                match step {
+                    Ok(Some(server_id)) => self.connected(now, server_id),
+                    Ok(None) => {
+                        self.fail_handshake(HandshakeFailure::Handshake(
+                            HandshakeError::ExpectedHello,
+                        ));
+                    }
+                    Err(e) => self.fail_handshake(HandshakeFailure::Handshake(e)),
+                }
+            }
+            Link::Live => self.handle_live_frame(now, frame, replicas),
+            Link::Dialing | Link::Backoff { .. } | Link::Closed { .. } => {}
+        }
     }
 
     // ---- the handshake and the resume plan ------------------------------------------------
@@ -508,7 +542,8 @@ impl<W> ClientConn<W> {
                 self.resuming.insert(number);
             }
         }
-        self.subs.end_orphaned(self.desired_session.as_ref());
+        self.subs
+            .end_orphaned(self.desired_session.as_ref(), &mut self.events);
         for key in self.subs.keys_to_resume(self.desired_session.is_some()) {
             if let Some(number) = self.start_subscription(key) {
                 self.resuming.insert(number);
@@ -529,76 +564,69 @@ impl<W> ClientConn<W> {
 
     // ---- commands -----------------------------------------------------------------------
 
+    /// Waiting requests take the slots that settled requests freed, in order.
+    fn admit_waiting(&mut self, now: Instant) {
+        while let Some(request) = self.in_flight.next_admitted() {
+            self.dispatch(now, request);
+        }
+    }
+
+    /// An admitted request is sent now, or held for the next transport.
+    fn dispatch(&mut self, now: Instant, request: UserRequest<W>) {
+        match &self.link {
+            Link::Live => self.run_request(now, request),
+            Link::Dialing | Link::Handshaking(_) | Link::Backoff { .. } => {
+                // It may time out before a transport is live.
+                if let Some(at) = request.deadline {
+                    self.requests.watch_deadline(request.number, at);
+                }
+                self.held.push_back(Command::Request(request));
+            }
+            // A finished core takes no requests and lets none wait; kept total.
+            Link::Closed { reason } => {
+                let reason = reason.to_string();
+                self.in_flight.release();
+                self.requests
+                    .forget_deadline(request.number, request.deadline);
+                self.reject(Command::Request(request), &reason);
+            }
+        }
+    }
+
+    /// A command made while no transport is live waits for the next one.
     fn hold(&mut self, cmd: Command<W>) {
         match cmd {
-            Command::Request {
-                number,
-                deadline: Some(at),
-                ..
-            } => {
-                self.requests.watch_deadline(number, at);
-                self.held.push_back(cmd);
-            }
-            Command::Cancel(number) => {
-                if let Some(Command::Request { deadline, .. }) = self.take_held_request(number) {
-                    self.requests.forget_deadline(number, deadline);
-                }
-            }
+            Command::Cancel(number) => self.cancel(number),
             Command::Unsubscribe(key) => {
                 let before = self.held.len();
                 self.held
-                    .retain(|c| !matches!(c, Command::Subscribe(s) if s.key() == key));
+                    .retain(|c| !matches!(c, Command::Subscribe(s) if s.key == key));
                 if self.held.len() == before {
                     // Not on the wire while there is no transport: nothing to send.
                     let _ = self.subs.remove(key);
                 }
             }
-            Command::Request { .. }
+            Command::Request(_)
             | Command::Attach { .. }
             | Command::Detach { .. }
             | Command::Subscribe(_) => self.held.push_back(cmd),
         }
     }
 
-    fn take_held_request(&mut self, number: u64) -> Option<Command<W>> {
+    fn take_held_request(&mut self, number: u64) -> Option<UserRequest<W>> {
         let at = self
             .held
             .iter()
-            .position(|c| matches!(c, Command::Request { number: n, .. } if *n == number))?;
-        self.held.remove(at)
+            .position(|c| matches!(c, Command::Request(r) if r.number == number))?;
+        let Some(Command::Request(request)) = self.held.remove(at) else {
+            unreachable!("found as a request above")
+        };
+        Some(request)
     }
 
     fn run_command(&mut self, now: Instant, cmd: Command<W>) {
         match cmd {
-            Command::Request {
-                number,
-                target,
-                call,
-                deadline,
-                waiter,
-            } => {
-                // Past its deadline while it waited for a transport.
-                if deadline.is_some_and(|at| at <= now) {
-                    self.requests.forget_deadline(number, deadline);
-                    self.complete(waiter, Completion::Reply(Err(RequestError::TimedOut)));
-                    return;
-                }
-                let target = match self.resolve(&target) {
-                    Ok(t) => t,
-                    Err(e) => {
-                        self.requests.forget_deadline(number, deadline);
-                        self.complete(waiter, Completion::Reply(Err(e)));
-                        return;
-                    }
-                };
-                let purpose = Purpose::User { waiter };
-                if let Err((e, purpose)) =
-                    self.send_request(number, target, call, purpose, deadline)
-                {
-                    self.requests.forget_deadline(number, deadline);
-                    self.fail_purpose(purpose, e);
-                }
-            }
+            Command::Request(request) => self.run_request(now, request),
             Command::Attach { session_id, waiter } => {
                 let number = self.numbers.next();
                 let call = attach_call(&session_id);
@@ -624,15 +652,11 @@ impl<W> ClientConn<W> {
                     self.fail_purpose(purpose, e);
                 }
             }
-            Command::Subscribe(cmd) => {
-                let key = self.subs.insert(cmd);
+            Command::Subscribe(sub) => {
+                let key = self.subs.insert(sub);
                 let _ = self.start_subscription(key);
             }
-            Command::Cancel(number) => {
-                if let Some(Sent { target, .. }) = self.requests.abandon(number) {
-                    self.send_cancel(number, target);
-                }
-            }
+            Command::Cancel(number) => self.cancel(number),
             Command::Unsubscribe(key) => {
                 if let Some((wire_id, target)) = self.subs.remove(key) {
                     self.send_internal(target, ControlCall::unsubscribe(wire_id.as_str()));
@@ -641,22 +665,75 @@ impl<W> ClientConn<W> {
         }
     }
 
+    /// Sends an admitted request on the live transport (it holds its slot until it settles).
+    fn run_request(&mut self, now: Instant, request: UserRequest<W>) {
+        let UserRequest {
+            number,
+            target,
+            call,
+            deadline,
+            waiter,
+        } = request;
+        // Past its deadline while it waited for a slot or a transport.
+        if deadline.is_some_and(|at| at <= now) {
+            self.requests.forget_deadline(number, deadline);
+            self.in_flight.release();
+            self.answer_caller(waiter, Answer::Reply(Err(RequestError::TimedOut)));
+            return;
+        }
+        let target = match self.resolve(&target) {
+            Ok(t) => t,
+            Err(e) => {
+                self.requests.forget_deadline(number, deadline);
+                self.in_flight.release();
+                self.answer_caller(waiter, Answer::Reply(Err(e)));
+                return;
+            }
+        };
+        let purpose = Purpose::User { waiter };
+        if let Err((e, purpose)) = self.send_request(number, target, call, purpose, deadline) {
+            self.requests.forget_deadline(number, deadline);
+            self.fail_purpose(purpose, e);
+        }
+    }
+
+    /// The caller gave up on request `number`: a sent one is cancelled on the wire (its late
+    /// answer is ignored), a held or waiting one never leaves. Its waiter is dropped
+    /// unanswered.
+    fn cancel(&mut self, number: u64) {
+        if let Some(Sent {
+            purpose, target, ..
+        }) = self.requests.abandon(number)
+        {
+            self.send_cancel(number, target);
+            self.settled(&purpose);
+        } else if let Some(request) = self.take_held_request(number) {
+            self.requests.forget_deadline(number, request.deadline);
+            self.in_flight.release();
+        } else if let Some(request) = self.in_flight.take_waiting(number) {
+            self.requests.forget_deadline(number, request.deadline);
+        }
+    }
+
     /// The closed core refuses a command: nothing of it was sent.
     fn reject(&mut self, cmd: Command<W>, reason: &str) {
         let err = || RequestError::NotSent(reason.to_owned());
         match cmd {
-            Command::Request { waiter, .. } | Command::Detach { waiter } => {
-                self.complete(waiter, Completion::Reply(Err(err())));
+            Command::Request(UserRequest { waiter, .. }) | Command::Detach { waiter } => {
+                self.answer_caller(waiter, Answer::Reply(Err(err())));
             }
             Command::Attach { waiter, .. } => {
-                self.complete(waiter, Completion::Attached(Err(err())));
+                self.answer_caller(waiter, Answer::Attached(Err(err())));
             }
-            Command::Subscribe(cmd) => cmd.reject(err()),
+            Command::Subscribe(sub) => self.events.push_back(Event::Subscription {
+                key: sub.key,
+                change: SubscriptionChange::Answered(Err(err())),
+            }),
             Command::Cancel(_) | Command::Unsubscribe(_) => {}
         }
     }
 
-    /// Request `number`'s deadline passed.
+    /// Request `number`'s deadline passed: it fails as timed out wherever it is.
     fn expire(&mut self, number: u64) {
         if let Some(Sent {
             purpose, target, ..
@@ -665,8 +742,18 @@ impl<W> ClientConn<W> {
             // Its answer may still come: it is ignored, and the server is asked to stop.
             self.send_cancel(number, target);
             self.fail_purpose(purpose, RequestError::TimedOut);
-        } else if let Some(Command::Request { waiter, .. }) = self.take_held_request(number) {
-            self.complete(waiter, Completion::Reply(Err(RequestError::TimedOut)));
+        } else if let Some(request) = self.take_held_request(number) {
+            self.in_flight.release();
+            self.answer_caller(request.waiter, Answer::Reply(Err(RequestError::TimedOut)));
+        } else if let Some(request) = self.in_flight.take_waiting(number) {
+            self.answer_caller(request.waiter, Answer::Reply(Err(RequestError::TimedOut)));
+        }
+    }
+
+    /// A sent request with this purpose is settled: a caller's gives its slot back.
+    fn settled(&mut self, purpose: &Purpose<W>) {
+        if matches!(purpose, Purpose::User { .. }) {
+            self.in_flight.release();
         }
     }
 
@@ -739,7 +826,7 @@ impl<W> ClientConn<W> {
         let target = match self.resolve(&spec) {
             Ok(t) => t,
             Err(e) => {
-                self.subs.fail(key, e);
+                self.subs.fail(key, e, &mut self.events);
                 return None;
             }
         };
@@ -747,12 +834,13 @@ impl<W> ClientConn<W> {
         self.next_subscription += 1;
         let wire_id = Id::new(format!("service-{n}")).unwrap_or_else(|_| unreachable!("non-empty"));
         let call = ControlCall::subscribe(wire_id.as_str(), service_id, mode).to_value();
-        self.subs.begin(key, wire_id, target.clone());
+        self.subs.begin(key, wire_id.clone(), target.clone());
         let number = self.numbers.next();
-        match self.send_request(number, target, call, Purpose::Subscribe { key }, None) {
+        let purpose = Purpose::Subscribe { key, wire_id };
+        match self.send_request(number, target, call, purpose, None) {
             Ok(()) => Some(number),
             Err((e, _)) => {
-                self.subs.fail(key, e);
+                self.subs.fail(key, e, &mut self.events);
                 None
             }
         }
@@ -760,17 +848,27 @@ impl<W> ClientConn<W> {
 
     // ---- what the server sent -----------------------------------------------------------
 
-    fn handle_live_frame(&mut self, now: Instant, frame: ServerFrame) {
+    fn handle_live_frame(
+        &mut self,
+        now: Instant,
+        frame: ServerFrame,
+        replicas: &mut impl Replicas,
+    ) {
         match frame {
             ServerFrame::Update(update) => {
-                let resync = self.subs.on_update(&update.subscription_id, update.update);
+                let resync = self.subs.on_update(
+                    &update.subscription_id,
+                    update.update,
+                    replicas,
+                    &mut self.events,
+                );
                 self.handle_resync(now, resync);
             }
-            ServerFrame::Message(msg) => self.handle_message(now, msg),
+            ServerFrame::Message(msg) => self.handle_message(now, msg, replicas),
         }
     }
 
-    fn handle_message(&mut self, now: Instant, msg: ServerMessage) {
+    fn handle_message(&mut self, now: Instant, msg: ServerMessage, replicas: &mut impl Replicas) {
         match msg {
             ServerMessage::Hello { .. } | ServerMessage::HelloError(_) => {
                 self.lose(now, "Unexpected handshake message".to_owned());
@@ -783,9 +881,12 @@ impl<W> ClientConn<W> {
                     baton_protocol::limits::CborLimits::for_frame_length(self.max_frame_length);
                 match baton_protocol::cbor::to_vec(&update.update, &limits) {
                     Ok(bytes) => {
-                        let resync = self
-                            .subs
-                            .on_update(&update.subscription_id, Bytes::from(bytes));
+                        let resync = self.subs.on_update(
+                            &update.subscription_id,
+                            Bytes::from(bytes),
+                            replicas,
+                            &mut self.events,
+                        );
                         self.handle_resync(now, resync);
                     }
                     Err(e) => self.lose(now, format!("invalid service update: {e}")),
@@ -803,7 +904,7 @@ impl<W> ClientConn<W> {
                     Some((number, Slot::Sent(sent))) => {
                         // After `answer`, which may send more resume requests (the session's
                         // subscriptions once the re-attach is answered).
-                        self.answer(now, sent.purpose, result);
+                        self.answer(now, sent.purpose, result, replicas);
                         self.resume_answered(now, number);
                     }
                     Some((_, Slot::Abandoned)) => {}
@@ -830,7 +931,8 @@ impl<W> ClientConn<W> {
         }
         // Session subscriptions made through any other attachment are gone with it.
         let detaching = self.requests.detaching();
-        self.subs.attachment_changed(attachment.as_ref(), detaching);
+        self.subs
+            .attachment_changed(attachment.as_ref(), detaching, &mut self.events);
         self.set_attachment(attachment);
     }
 
@@ -842,11 +944,19 @@ impl<W> ClientConn<W> {
     }
 
     /// A response for a request this connection sent.
-    fn answer(&mut self, now: Instant, purpose: Purpose<W>, result: Result<Reply, RequestError>) {
+    fn answer(
+        &mut self,
+        now: Instant,
+        purpose: Purpose<W>,
+        result: Result<Reply, RequestError>,
+        replicas: &mut impl Replicas,
+    ) {
         match purpose {
-            Purpose::User { waiter } | Purpose::Detach { waiter } => {
-                self.complete(waiter, Completion::Reply(result));
+            Purpose::User { waiter } => {
+                self.in_flight.release();
+                self.answer_caller(waiter, Answer::Reply(result));
             }
+            Purpose::Detach { waiter } => self.answer_caller(waiter, Answer::Reply(result)),
             Purpose::Attach { session_id, waiter } => {
                 let outcome = match result {
                     // The attachment frame precedes the response, and names the session id
@@ -863,7 +973,7 @@ impl<W> ClientConn<W> {
                     self.desired_session = Some(attached.session_id.clone());
                 }
                 match waiter {
-                    Some(waiter) => self.complete(waiter, Completion::Attached(outcome)),
+                    Some(waiter) => self.answer_caller(waiter, Answer::Attached(outcome)),
                     // The re-attach after a reconnect: the session's subscriptions follow.
                     None => match outcome {
                         Ok(_) => {
@@ -876,13 +986,15 @@ impl<W> ClientConn<W> {
                         Err(e) => {
                             warn!(error = %e, "re-attach after reconnect failed");
                             self.desired_session = None;
-                            self.subs.fail_waiting_for_session(&e);
+                            self.subs.fail_waiting_for_session(&e, &mut self.events);
                         }
                     },
                 }
             }
-            Purpose::Subscribe { key } => {
-                let resync = self.subs.on_response(key, result);
+            Purpose::Subscribe { key, wire_id } => {
+                let resync =
+                    self.subs
+                        .on_response(key, &wire_id, result, replicas, &mut self.events);
                 self.handle_resync(now, resync);
             }
             Purpose::Internal => {}
@@ -905,21 +1017,26 @@ impl<W> ClientConn<W> {
         }
     }
 
-    fn complete(&mut self, waiter: W, completion: Completion) {
-        self.events
-            .push_back(Event::Complete { waiter, completion });
+    fn answer_caller(&mut self, waiter: W, answer: Answer) {
+        self.events.push_back(Event::Answer { waiter, answer });
     }
 
     fn fail_purpose(&mut self, purpose: Purpose<W>, err: RequestError) {
         match purpose {
-            Purpose::User { waiter } | Purpose::Detach { waiter } => {
-                self.complete(waiter, Completion::Reply(Err(err)));
+            Purpose::User { waiter } => {
+                self.in_flight.release();
+                self.answer_caller(waiter, Answer::Reply(Err(err)));
             }
+            Purpose::Detach { waiter } => self.answer_caller(waiter, Answer::Reply(Err(err))),
             Purpose::Attach {
                 waiter: Some(waiter),
                 ..
-            } => self.complete(waiter, Completion::Attached(Err(err))),
-            Purpose::Subscribe { key } => self.subs.fail(key, err),
+            } => self.answer_caller(waiter, Answer::Attached(Err(err))),
+            Purpose::Subscribe { key, wire_id } => {
+                if self.subs.is_current(key, &wire_id) {
+                    self.subs.fail(key, err, &mut self.events);
+                }
+            }
             Purpose::Attach { waiter: None, .. } | Purpose::Internal => {}
         }
     }
@@ -941,10 +1058,13 @@ impl<W> ClientConn<W> {
         self.out.clear();
         // Whatever the lost transport left unread goes with it.
         self.codec = ServerFrameDecoder::new(self.max_frame_length);
+        self.unread = false;
         self.fail_sent(&reason);
         self.resuming.clear();
         self.set_attachment(None);
-        self.subs.connection_lost(&reason);
+        // Readers learn of what the lost transport's last read applied.
+        self.subs.notify_changed(&mut self.events);
+        self.subs.connection_lost(&reason, &mut self.events);
         let Some(policy) = &self.reconnect else {
             self.finish(CloseReason::Lost(reason));
             return;
@@ -1034,16 +1154,20 @@ impl<W> ClientConn<W> {
         let line = reason.to_string();
         self.fail_sent(&line);
         for cmd in mem::take(&mut self.held) {
-            if let Command::Request {
-                number, deadline, ..
-            } = &cmd
-            {
-                self.requests.forget_deadline(*number, *deadline);
+            if let Command::Request(request) = &cmd {
+                self.requests
+                    .forget_deadline(request.number, request.deadline);
+                self.in_flight.release();
             }
             self.reject(cmd, &line);
         }
+        for request in self.in_flight.take_all_waiting() {
+            self.requests
+                .forget_deadline(request.number, request.deadline);
+            self.reject(Command::Request(request), &line);
+        }
         self.set_attachment(None);
-        self.subs.close(&reason);
+        self.subs.close(&reason, &mut self.events);
         self.events
             .push_back(Event::Status(Status::Closed { reason }));
     }

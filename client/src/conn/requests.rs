@@ -103,8 +103,8 @@ pub(crate) enum Purpose<W> {
     Attach { session_id: Id, waiter: Option<W> },
     /// Detaching from the session.
     Detach { waiter: W },
-    /// The subscribe request of subscription `key`.
-    Subscribe { key: u64 },
+    /// Subscription `key`'s subscribe request under `wire_id` (a later attempt has another).
+    Subscribe { key: u64, wire_id: Id },
     /// Unsubscribes and re-subscribe cleanups: the answer does not matter.
     Internal,
 }

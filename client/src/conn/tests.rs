@@ -1,10 +1,15 @@
-//! Specifications of the sans-IO client connection, driven without sockets: the test plays
-//! the server with [`ServerCodec`] and moves virtual time by hand.
+//! Specifications of the sans-IO client connection, driven without sockets or tokio: the test
+//! plays the server with [`ServerCodec`], moves virtual time by hand, and plays the glue by
+//! collecting the core's events and holding the replicas it lends the core.
 
-use std::sync::Arc;
+mod batch;
+mod in_flight;
+mod subscriptions;
+
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use baton_protocol::chord::{ControlCall, ServiceCall, ServiceMode};
+use baton_protocol::chord::{ControlCall, Replica, ServiceCall, ServiceMode};
 use baton_protocol::handshake::HandshakeError;
 use baton_protocol::{
     ClientMessage, ErrorCode, Id, Outcome, Request, Response, ServerCodec, ServerId, ServerMessage,
@@ -15,13 +20,15 @@ use tokio_util::codec::{Decoder, Encoder};
 
 use super::*;
 use crate::config::ReconnectPolicy;
-use crate::error::TlsFailure;
-use crate::subscription::{EndReason, SubscriptionEvent, SubscriptionParts};
+use crate::tls::TlsFailure;
 
 /// A caller, as the core sees it: a tag to tell answers apart.
 type Tag = u32;
 
 const MAX_FRAME: u32 = 1 << 20;
+
+/// The in-flight limit of [`Pair::new`]: more than any test but the limit's own makes.
+const MAX_IN_FLIGHT: usize = 64;
 
 #[expect(
     clippy::disallowed_methods,
@@ -90,6 +97,34 @@ fn policy() -> ReconnectPolicy {
     }
 }
 
+/// The replicas the test lends the core, as the glue's sinks hold them.
+#[derive(Debug, Default)]
+struct TestReplicas(HashMap<u64, Replica>);
+
+impl Replicas for TestReplicas {
+    fn install(&mut self, key: u64, replica: Replica) {
+        self.0.insert(key, replica);
+    }
+
+    fn apply<T>(&mut self, key: u64, f: impl FnOnce(&mut Replica) -> T) -> Option<T> {
+        self.0.get_mut(&key).map(f)
+    }
+}
+
+/// What one subscription's handle has been told, channel by channel as the glue splits it.
+#[derive(Debug, Default)]
+struct SubLog {
+    answered: Option<Result<(), RequestError>>,
+    events: VecDeque<SubscriptionEvent>,
+    /// [`SubscriptionChange::Changed`]s: how often its readers were woken.
+    wakes: usize,
+    ended: Option<EndReason>,
+    /// `Ended` or a failed `Answered` came: nothing may follow.
+    finished: bool,
+    /// Every change's kind, in order.
+    kinds: Vec<&'static str>,
+}
+
 /// A core and the server's end of its transport, in virtual time.
 struct Pair {
     conn: ClientConn<Tag>,
@@ -99,14 +134,28 @@ struct Pair {
     /// What the client wrote and the server has not read yet.
     wire: BytesMut,
     codec: ServerCodec,
+    replicas: TestReplicas,
+    /// Every subscription's changes so far, by key.
+    subs: HashMap<u64, SubLog>,
+    /// Events other than subscription changes, not yet looked at.
+    events: VecDeque<Event<Tag>>,
 }
 
 impl Pair {
     fn new(reconnect: Option<ReconnectPolicy>, expected: Option<ServerId>) -> Self {
+        Self::with_limit(reconnect, expected, MAX_IN_FLIGHT)
+    }
+
+    fn with_limit(
+        reconnect: Option<ReconnectPolicy>,
+        expected: Option<ServerId>,
+        max_in_flight: usize,
+    ) -> Self {
         let config = ConnConfig {
             max_frame_length: MAX_FRAME,
             expected_server_id: expected,
             reconnect,
+            max_in_flight,
             jitter_seed: 7,
         };
         let numbers = RequestNumbers::default();
@@ -116,6 +165,9 @@ impl Pair {
             now: origin(),
             wire: BytesMut::new(),
             codec: ServerCodec::new(MAX_FRAME),
+            replicas: TestReplicas::default(),
+            subs: HashMap::new(),
+            events: VecDeque::new(),
         }
     }
 
@@ -152,7 +204,16 @@ impl Pair {
     /// The transport delivers `bytes` in one read.
     fn feed(&mut self, bytes: &[u8]) {
         self.conn.read_buffer(bytes.len()).extend_from_slice(bytes);
-        self.conn.handle_read(self.now);
+        self.conn.handle_read(self.now, &mut self.replicas);
+        while self.conn.has_unread_frames() {
+            let _ = self.pump();
+            self.conn.handle_read(self.now, &mut self.replicas);
+        }
+    }
+
+    /// The transport reaches end of stream.
+    fn eof(&mut self) {
+        self.conn.handle_eof(self.now, &mut self.replicas);
     }
 
     fn respond(&mut self, id: &Id, outcome: Outcome) {
@@ -185,27 +246,128 @@ impl Pair {
 
     /// Asks for `member` on the server target as caller `tag`; returns the request number.
     fn request(&mut self, tag: Tag, member: &str, deadline: Option<Instant>) -> u64 {
+        self.request_to(
+            tag,
+            TargetSpec::Explicit(Target::Server(server_id())),
+            member,
+            deadline,
+        )
+    }
+
+    /// Asks for `member` at `target` as caller `tag`; returns the request number.
+    fn request_to(
+        &mut self,
+        tag: Tag,
+        target: TargetSpec,
+        member: &str,
+        deadline: Option<Instant>,
+    ) -> u64 {
         let number = self.numbers.next();
-        self.command(Command::Request {
+        self.command(Command::Request(UserRequest {
             number,
-            target: TargetSpec::Explicit(Target::Server(server_id())),
+            target,
             call: call(member),
             deadline,
             waiter: tag,
-        });
+        }));
         number
     }
 
-    fn events(&mut self) -> Vec<Event<Tag>> {
-        std::iter::from_fn(|| self.conn.poll_event()).collect()
+    /// Drains the core's events: subscription changes go to their [`SubLog`], the others
+    /// wait for [`events`](Self::events). Returns how many there were.
+    fn pump(&mut self) -> usize {
+        let mut drained = 0;
+        while let Some(event) = self.conn.poll_event() {
+            drained += 1;
+            let Event::Subscription { key, change } = event else {
+                self.events.push_back(event);
+                continue;
+            };
+            let log = self.subs.entry(key).or_default();
+            assert!(
+                !log.finished,
+                "subscription {key} changed after it finished: {change:?}"
+            );
+            log.kinds.push(match &change {
+                SubscriptionChange::Answered(_) => "answered",
+                SubscriptionChange::Event(SubscriptionEvent::Snapshot { .. }) => "snapshot",
+                SubscriptionChange::Event(SubscriptionEvent::Update(_)) => "update",
+                SubscriptionChange::Event(SubscriptionEvent::Resyncing { .. }) => "resyncing",
+                SubscriptionChange::Event(SubscriptionEvent::Lagged) => "lagged",
+                SubscriptionChange::Event(SubscriptionEvent::Ended { .. }) => "ended event",
+                SubscriptionChange::Changed => "changed",
+                SubscriptionChange::Ended(_) => "ended",
+            });
+            match change {
+                SubscriptionChange::Answered(result) => {
+                    assert!(log.answered.is_none(), "subscription {key} answered twice");
+                    log.finished = result.is_err();
+                    log.answered = Some(result);
+                }
+                SubscriptionChange::Event(event) => log.events.push_back(event),
+                SubscriptionChange::Changed => log.wakes += 1,
+                SubscriptionChange::Ended(reason) => {
+                    log.finished = true;
+                    log.ended = Some(reason);
+                    // The glue lets go of an ended subscription's replica.
+                    self.replicas.0.remove(&key);
+                }
+            }
+        }
+        drained
     }
 
-    /// Every completion delivered so far, by tag.
-    fn completions(&mut self) -> Vec<(Tag, Completion)> {
+    /// The events other than subscription changes since the last call, in order.
+    fn events(&mut self) -> Vec<Event<Tag>> {
+        let _ = self.pump();
+        self.events.drain(..).collect()
+    }
+
+    /// Subscription `key`'s first-snapshot answer, once it came.
+    fn answered(&mut self, key: u64) -> Option<Result<(), RequestError>> {
+        let _ = self.pump();
+        self.subs.get(&key)?.answered.clone()
+    }
+
+    /// The next event on subscription `key`'s stream.
+    fn next_sub_event(&mut self, key: u64) -> Option<SubscriptionEvent> {
+        let _ = self.pump();
+        self.subs.get_mut(&key)?.events.pop_front()
+    }
+
+    /// Why subscription `key` ended, once it has.
+    fn ended(&mut self, key: u64) -> Option<EndReason> {
+        let _ = self.pump();
+        self.subs.get(&key)?.ended.clone()
+    }
+
+    /// The kinds of subscription `key`'s changes so far, in order.
+    fn kinds(&mut self, key: u64) -> Vec<&'static str> {
+        let _ = self.pump();
+        self.subs
+            .get(&key)
+            .map(|log| log.kinds.clone())
+            .unwrap_or_default()
+    }
+
+    /// How often subscription `key`'s readers were woken.
+    fn wakes(&mut self, key: u64) -> usize {
+        let _ = self.pump();
+        self.subs.get(&key).map_or(0, |log| log.wakes)
+    }
+
+    /// Subscription `key`'s `state` member, as its readers see it.
+    fn state_of(&mut self, key: u64) -> Option<Value> {
+        let _ = self.pump();
+        self.replicas.0.get(&key)?.value(None, "state").cloned()
+    }
+
+    /// Every answer delivered so far, by tag.
+    fn answers(&mut self) -> Vec<(Tag, Answer)> {
         self.events()
             .into_iter()
             .filter_map(|e| match e {
-                Event::Complete { waiter, completion } => Some((waiter, completion)),
+                Event::Answer { waiter, answer } => Some((waiter, answer)),
                 _ => None,
             })
             .collect()
@@ -213,14 +375,14 @@ impl Pair {
 
     fn reply_of(&mut self, tag: Tag) -> Result<Reply, RequestError> {
         let mut found = None;
-        for (t, c) in self.completions() {
+        for (t, c) in self.answers() {
             if t == tag {
                 assert!(found.is_none(), "answered twice");
                 found = Some(c);
             }
         }
         match found {
-            Some(Completion::Reply(r)) => r,
+            Some(Answer::Reply(r)) => r,
             other => panic!("expected a reply for {tag}, got {other:?}"),
         }
     }
@@ -236,25 +398,28 @@ impl Pair {
         self.send(ServerMessage::Attachment(Some(route(attachment))));
         self.respond(&r.id, Outcome::Void);
         let attached: Vec<_> = self
-            .completions()
+            .answers()
             .into_iter()
             .filter_map(|(t, c)| match (t, c) {
-                (99, Completion::Attached(r)) => Some(r.unwrap()),
+                (99, Answer::Attached(r)) => Some(r.unwrap()),
                 _ => None,
             })
             .collect();
         assert_eq!(attached, [route(attachment)]);
     }
 
-    /// Subscribes to `pi.models` at `target` and returns the handle side and the wire
-    /// subscription id, before any answer.
-    fn subscribe(&mut self, key: u64, target: TargetSpec) -> (SubscriptionParts, Request, String) {
-        let (cmd, parts) =
-            SubscribeCmd::new(key, target, "pi.models".to_owned(), ServiceMode::Singleton);
-        self.command(Command::Subscribe(cmd));
+    /// Subscribes to `pi.models` at `target` under `key` and returns the subscribe request
+    /// and the wire subscription id, before any answer.
+    fn subscribe(&mut self, key: u64, target: TargetSpec) -> (Request, String) {
+        self.command(Command::Subscribe(Subscribe {
+            key,
+            target,
+            service_id: "pi.models".to_owned(),
+            mode: ServiceMode::Singleton,
+        }));
         let r = self.recv_request();
         let wire_id = subscribe_id(&r);
-        (parts, r, wire_id)
+        (r, wire_id)
     }
 }
 
@@ -275,10 +440,6 @@ fn status_events(events: &[Event<Tag>]) -> Vec<Status> {
             _ => None,
         })
         .collect()
-}
-
-fn state_of(parts: &SubscriptionParts) -> Option<Value> {
-    parts.state.borrow().value(None, "state").cloned()
 }
 
 // ---- the handshake ----------------------------------------------------------------------
@@ -354,7 +515,7 @@ fn a_first_message_that_is_not_a_hello_fails_the_handshake() {
 fn a_transport_that_ends_before_the_hello_is_a_closed_handshake() {
     let mut pair = Pair::new(None, None);
     pair.conn.handle_open(pair.now);
-    pair.conn.handle_eof(pair.now);
+    pair.eof();
     assert!(matches!(
         pair.conn.take_handshake_failure(),
         Some(HandshakeFailure::Closed)
@@ -425,7 +586,7 @@ fn a_frame_split_across_reads_is_handled_once_it_is_complete() {
         .unwrap();
     let (head, tail) = buf.split_at(3);
     pair.feed(head);
-    assert!(pair.completions().is_empty());
+    assert!(pair.answers().is_empty());
     pair.feed(tail);
     assert_eq!(pair.reply_of(1), Ok(Reply::Value(Value::from("done"))));
 }
@@ -434,7 +595,7 @@ fn a_frame_split_across_reads_is_handled_once_it_is_complete() {
 fn a_stream_that_ends_inside_a_frame_is_a_framing_error_not_a_clean_close() {
     let mut pair = Pair::live(None);
     pair.feed(&[0, 0, 0, 9, 1]);
-    pair.conn.handle_eof(pair.now);
+    pair.eof();
     let events = pair.events();
     match &status_events(&events)[..] {
         [
@@ -488,7 +649,7 @@ fn cancelling_a_sent_request_sends_cancel_and_ignores_its_late_answer() {
         Outcome::Error(WireError::new("cancelled", "RPC request cancelled")),
     );
     assert!(pair.conn.is_live());
-    assert!(pair.completions().is_empty());
+    assert!(pair.answers().is_empty());
     // Cancelling again, or something never sent, sends nothing.
     pair.command(Command::Cancel(number));
     pair.command(Command::Cancel(number + 1000));
@@ -503,7 +664,7 @@ fn a_request_deadline_fails_it_as_timed_out_and_cancels_it() {
     assert_eq!(pair.conn.poll_timeout(), Some(deadline));
     let r = pair.recv_request();
     pair.advance(Duration::from_millis(299));
-    assert!(pair.completions().is_empty());
+    assert!(pair.answers().is_empty());
     pair.advance(Duration::from_millis(1));
     assert_eq!(pair.reply_of(1), Err(RequestError::TimedOut));
     assert!(matches!(pair.recv(), ClientMessage::Cancel(c) if c.id == r.id));
@@ -557,13 +718,13 @@ fn an_update_the_client_cannot_read_fails_the_connection() {
 fn a_request_over_the_frame_limit_fails_alone() {
     let mut pair = Pair::live(None);
     let big = "x".repeat(MAX_FRAME as usize);
-    pair.command(Command::Request {
+    pair.command(Command::Request(UserRequest {
         number: pair.numbers.next(),
         target: TargetSpec::Explicit(Target::Server(server_id())),
         call: Value::from(big.as_str()),
         deadline: None,
         waiter: 1,
-    });
+    }));
     assert!(matches!(pair.reply_of(1), Err(RequestError::Encode(_))));
     assert_eq!(pair.try_recv(), None);
     assert!(pair.conn.is_live());
@@ -575,13 +736,7 @@ fn a_request_over_the_frame_limit_fails_alone() {
 fn session_requests_use_the_current_attachment_and_fail_without_it() {
     let mut pair = Pair::live(None);
     let session = || TargetSpec::Session(Id::new("session-1").unwrap());
-    pair.command(Command::Request {
-        number: pair.numbers.next(),
-        target: session(),
-        call: call("early"),
-        deadline: None,
-        waiter: 1,
-    });
+    pair.request_to(1, session(), "early", None);
     assert_eq!(
         pair.reply_of(1),
         Err(RequestError::NotAttached("session-1".to_owned()))
@@ -589,13 +744,7 @@ fn session_requests_use_the_current_attachment_and_fail_without_it() {
     assert_eq!(pair.try_recv(), None, "nothing goes out with a stale route");
 
     pair.attach("attachment-1");
-    pair.command(Command::Request {
-        number: pair.numbers.next(),
-        target: session(),
-        call: call("state"),
-        deadline: None,
-        waiter: 2,
-    });
+    pair.request_to(2, session(), "state", None);
     assert_eq!(
         pair.recv_request().target,
         Target::Session(route("attachment-1"))
@@ -606,13 +755,7 @@ fn session_requests_use_the_current_attachment_and_fail_without_it() {
         &pair.events()[..],
         [Event::Attachment(Some(a))] if *a == route("attachment-2")
     ));
-    pair.command(Command::Request {
-        number: pair.numbers.next(),
-        target: session(),
-        call: call("state"),
-        deadline: None,
-        waiter: 3,
-    });
+    pair.request_to(3, session(), "state", None);
     assert_eq!(
         pair.recv_request().target,
         Target::Session(route("attachment-2"))
@@ -648,10 +791,10 @@ fn attaching_by_a_prefix_answers_with_the_session_the_server_announced() {
     );
     pair.send(ServerMessage::Attachment(Some(route("attachment-1"))));
     pair.respond(&r.id, Outcome::Void);
-    let completions = pair.completions();
+    let answers = pair.answers();
     assert!(
-        matches!(&completions[..], [(1, Completion::Attached(Ok(a)))] if *a == route("attachment-1")),
-        "{completions:?}"
+        matches!(&answers[..], [(1, Answer::Attached(Ok(a)))] if *a == route("attachment-1")),
+        "{answers:?}"
     );
 }
 
@@ -659,23 +802,21 @@ fn attaching_by_a_prefix_answers_with_the_session_the_server_announced() {
 fn a_detach_answers_its_caller_and_ends_the_sessions_subscriptions() {
     let mut pair = Pair::live(None);
     pair.attach("attachment-1");
-    let (mut parts, r, _) = pair.subscribe(1, TargetSpec::Session(Id::new("session-1").unwrap()));
+    let (r, _) = pair.subscribe(1, TargetSpec::Session(Id::new("session-1").unwrap()));
     pair.respond(&r.id, Outcome::Value(snapshot(0, r#"{"revision":0}"#)));
     pair.command(Command::Detach { waiter: 7 });
     let d = pair.recv_request();
     pair.send(ServerMessage::Attachment(None));
     pair.respond(&d.id, Outcome::Void);
     assert_eq!(pair.reply_of(7), Ok(Reply::Void));
-    assert_eq!(parts.ended.get(), Some(&EndReason::Detached));
-    assert_eq!(state_of(&parts), None, "an ended replica is emptied");
+    assert_eq!(pair.ended(1), Some(EndReason::Detached));
+    assert_eq!(pair.conn.subscriptions(), 0, "the core forgets it");
     assert!(matches!(
-        parts.events.try_recv(),
-        Ok(SubscriptionEvent::Snapshot { resynced: false })
+        pair.next_sub_event(1),
+        Some(SubscriptionEvent::Snapshot { resynced: false })
     ));
-    assert!(matches!(
-        parts.events.try_recv(),
-        Ok(SubscriptionEvent::Ended { .. })
-    ));
+    // The sink empties the replica and queues `Ended` (`crate::sink`'s tests).
+    assert!(pair.next_sub_event(1).is_none());
 }
 
 // ---- subscriptions ----------------------------------------------------------------------
@@ -683,8 +824,7 @@ fn a_detach_answers_its_caller_and_ends_the_sessions_subscriptions() {
 #[test]
 fn a_subscription_installs_its_snapshot_then_applies_deltas_including_early_ones() {
     let mut pair = Pair::live(None);
-    let (mut parts, r, wire_id) =
-        pair.subscribe(1, TargetSpec::Explicit(Target::Server(server_id())));
+    let (r, wire_id) = pair.subscribe(1, TargetSpec::Explicit(Target::Server(server_id())));
     assert_eq!(wire_id, "service-1");
     let update = |body: &str| {
         ServerMessage::ServiceUpdate(ServiceUpdate {
@@ -696,28 +836,25 @@ fn a_subscription_installs_its_snapshot_then_applies_deltas_including_early_ones
     pair.send(update(
         r#"{"type":"state","member":"state","sequence":1,"ops":[["s",["revision"],1]]}"#,
     ));
-    assert!(
-        parts.ready.try_recv().is_err(),
-        "not ready before the snapshot"
-    );
+    assert!(pair.answered(1).is_none(), "not ready before the snapshot");
     pair.respond(&r.id, Outcome::Value(snapshot(0, r#"{"revision":0}"#)));
-    assert!(matches!(parts.ready.try_recv(), Ok(Ok(()))));
-    assert_eq!(state_of(&parts), Some(json(r#"{"revision":1}"#)));
+    assert!(matches!(pair.answered(1), Some(Ok(()))));
+    assert_eq!(pair.state_of(1), Some(json(r#"{"revision":1}"#)));
     pair.send(update(
         r#"{"type":"state","member":"state","sequence":2,"ops":[["s",["revision"],2]]}"#,
     ));
-    assert_eq!(state_of(&parts), Some(json(r#"{"revision":2}"#)));
+    assert_eq!(pair.state_of(1), Some(json(r#"{"revision":2}"#)));
     assert!(matches!(
-        parts.events.try_recv(),
-        Ok(SubscriptionEvent::Snapshot { resynced: false })
+        pair.next_sub_event(1),
+        Some(SubscriptionEvent::Snapshot { resynced: false })
     ));
     assert!(matches!(
-        parts.events.try_recv(),
-        Ok(SubscriptionEvent::Update(_))
+        pair.next_sub_event(1),
+        Some(SubscriptionEvent::Update(_))
     ));
     assert!(matches!(
-        parts.events.try_recv(),
-        Ok(SubscriptionEvent::Update(_))
+        pair.next_sub_event(1),
+        Some(SubscriptionEvent::Update(_))
     ));
 
     // A gap re-subscribes under a fresh id, unsubscribing the old one.
@@ -733,7 +870,7 @@ fn a_subscription_installs_its_snapshot_then_applies_deltas_including_early_ones
     assert_eq!(subscribe_id(&again), "service-2");
     pair.respond(&unsub.id, Outcome::Void);
     pair.respond(&again.id, Outcome::Value(snapshot(9, r#"{"revision":9}"#)));
-    assert_eq!(state_of(&parts), Some(json(r#"{"revision":9}"#)));
+    assert_eq!(pair.state_of(1), Some(json(r#"{"revision":9}"#)));
 
     // Dropping the handle unsubscribes the current id.
     pair.command(Command::Unsubscribe(1));
@@ -747,11 +884,11 @@ fn a_subscription_installs_its_snapshot_then_applies_deltas_including_early_ones
 #[test]
 fn a_failed_subscribe_answers_the_waiting_caller_with_the_servers_error() {
     let mut pair = Pair::live(None);
-    let (mut parts, r, _) = pair.subscribe(1, TargetSpec::Explicit(Target::Server(server_id())));
+    let (r, _) = pair.subscribe(1, TargetSpec::Explicit(Target::Server(server_id())));
     let not_found = WireError::new("service_not_found", "no such service");
     pair.respond(&r.id, Outcome::Error(not_found.clone()));
     assert_eq!(
-        parts.ready.try_recv().unwrap(),
+        pair.answered(1).unwrap(),
         Err(RequestError::Server(not_found))
     );
 }
@@ -763,12 +900,12 @@ fn without_a_policy_a_lost_connection_fails_sent_requests_as_outcome_unknown_and
     let mut pair = Pair::live(None);
     pair.request(1, "slow", None);
     let _ = pair.recv_request();
-    pair.conn.handle_eof(pair.now);
+    pair.eof();
     let events = pair.events();
     assert!(pair.conn.is_closed());
     assert!(events.iter().any(|e| matches!(
         e,
-        Event::Complete { waiter: 1, completion: Completion::Reply(Err(RequestError::OutcomeUnknown(r))) }
+        Event::Answer { waiter: 1, answer: Answer::Reply(Err(RequestError::OutcomeUnknown(r))) }
             if r == "Byte transport closed"
     )));
     assert_eq!(
@@ -791,15 +928,9 @@ fn a_lost_connection_plans_the_re_attach_then_the_session_re_subscribe() {
     let mut pair = Pair::live(Some(policy()));
     pair.attach("attachment-1");
     let session = TargetSpec::Session(Id::new("session-1").unwrap());
-    let (mut parts, r, _) = pair.subscribe(1, session.clone());
+    let (r, _) = pair.subscribe(1, session.clone());
     pair.respond(&r.id, Outcome::Value(snapshot(0, r#"{"revision":0}"#)));
-    pair.command(Command::Request {
-        number: pair.numbers.next(),
-        target: session,
-        call: call("prompt"),
-        deadline: None,
-        waiter: 5,
-    });
+    pair.request_to(5, session, "prompt", None);
     let _ = pair.recv_request();
 
     pair.conn.handle_lost(pair.now, "reset by peer".to_owned());
@@ -807,9 +938,9 @@ fn a_lost_connection_plans_the_re_attach_then_the_session_re_subscribe() {
     // The request may have run: its outcome is unknown.
     assert!(events.iter().any(|e| matches!(
         e,
-        Event::Complete {
+        Event::Answer {
             waiter: 5,
-            completion: Completion::Reply(Err(RequestError::OutcomeUnknown(_)))
+            answer: Answer::Reply(Err(RequestError::OutcomeUnknown(_)))
         }
     )));
     assert!(events.iter().any(|e| matches!(e, Event::Attachment(None))));
@@ -822,13 +953,13 @@ fn a_lost_connection_plans_the_re_attach_then_the_session_re_subscribe() {
             retry_at: pair.now + Duration::from_millis(100),
         }]
     );
-    let _ = parts.events.try_recv(); // the first snapshot
+    let _ = pair.next_sub_event(1); // the first snapshot
     assert!(matches!(
-        parts.events.try_recv(),
-        Ok(SubscriptionEvent::Resyncing { reason }) if reason.starts_with("connection lost")
+        pair.next_sub_event(1),
+        Some(SubscriptionEvent::Resyncing { reason }) if reason.starts_with("connection lost")
     ));
     assert!(
-        parts.ended.get().is_none(),
+        pair.ended(1).is_none(),
         "a lost connection alone ends nothing"
     );
 
@@ -857,33 +988,32 @@ fn a_lost_connection_plans_the_re_attach_then_the_session_re_subscribe() {
     assert_eq!(resub.target, Target::Session(route("attachment-2")));
     pair.respond(&resub.id, Outcome::Value(snapshot(5, r#"{"revision":5}"#)));
     assert!(matches!(
-        parts.events.try_recv(),
-        Ok(SubscriptionEvent::Snapshot { resynced: true })
+        pair.next_sub_event(1),
+        Some(SubscriptionEvent::Snapshot { resynced: true })
     ));
-    assert_eq!(state_of(&parts), Some(json(r#"{"revision":5}"#)));
+    assert_eq!(pair.state_of(1), Some(json(r#"{"revision":5}"#)));
 }
 
 #[test]
 fn a_first_subscribe_cut_short_by_a_lost_connection_is_sent_again_on_the_next() {
     let mut pair = Pair::live(Some(policy()));
-    let (mut parts, _unanswered, first) =
-        pair.subscribe(1, TargetSpec::Explicit(Target::Server(server_id())));
+    let (_unanswered, first) = pair.subscribe(1, TargetSpec::Explicit(Target::Server(server_id())));
     pair.conn.handle_lost(pair.now, "gone".to_owned());
-    assert!(parts.ready.try_recv().is_err(), "still waiting, not failed");
+    assert!(pair.answered(1).is_none(), "still waiting, not failed");
     pair.advance(Duration::from_millis(100));
     pair.open_and_greet();
     let again = pair.recv_request();
     assert_ne!(subscribe_id(&again), first);
     pair.respond(&again.id, Outcome::Value(snapshot(3, r#"{"revision":3}"#)));
-    assert!(matches!(parts.ready.try_recv(), Ok(Ok(()))));
-    assert_eq!(state_of(&parts), Some(json(r#"{"revision":3}"#)));
+    assert!(matches!(pair.answered(1), Some(Ok(()))));
+    assert_eq!(pair.state_of(1), Some(json(r#"{"revision":3}"#)));
 }
 
 #[test]
 fn a_failed_re_attach_ends_the_sessions_subscriptions() {
     let mut pair = Pair::live(Some(policy()));
     pair.attach("attachment-1");
-    let (parts, r, _) = pair.subscribe(1, TargetSpec::Session(Id::new("session-1").unwrap()));
+    let (r, _) = pair.subscribe(1, TargetSpec::Session(Id::new("session-1").unwrap()));
     pair.respond(&r.id, Outcome::Value(snapshot(0, r#"{"revision":0}"#)));
     pair.conn.handle_lost(pair.now, "gone".to_owned());
     pair.advance(Duration::from_millis(100));
@@ -892,8 +1022,8 @@ fn a_failed_re_attach_ends_the_sessions_subscriptions() {
     let not_found = WireError::from_code(ErrorCode::SessionNotFound, "Session not found");
     pair.respond(&attach.id, Outcome::Error(not_found.clone()));
     assert_eq!(
-        parts.ended.get(),
-        Some(&EndReason::ReattachFailed(RequestError::Server(not_found)))
+        pair.ended(1),
+        Some(EndReason::ReattachFailed(RequestError::Server(not_found)))
     );
     assert_eq!(pair.try_recv(), None, "nothing is re-subscribed");
 }
@@ -901,14 +1031,14 @@ fn a_failed_re_attach_ends_the_sessions_subscriptions() {
 #[test]
 fn requests_made_between_connections_wait_and_go_out_after_the_resume() {
     let mut pair = Pair::live(Some(policy()));
-    let (_parts, r, _) = pair.subscribe(1, TargetSpec::Explicit(Target::Server(server_id())));
+    let (r, _) = pair.subscribe(1, TargetSpec::Explicit(Target::Server(server_id())));
     pair.respond(&r.id, Outcome::Value(snapshot(0, r#"{"revision":0}"#)));
     pair.conn.handle_lost(pair.now, "gone".to_owned());
     let _ = pair.events();
     let later_number = pair.request(1, "later", None);
     let dropped = pair.request(2, "dropped", None);
     pair.command(Command::Cancel(dropped));
-    assert!(pair.completions().is_empty(), "held, not failed");
+    assert!(pair.answers().is_empty(), "held, not failed");
     pair.advance(Duration::from_millis(100));
     pair.open_and_greet();
     // The re-subscribe, then the held request; the cancelled one never leaves.
@@ -997,16 +1127,16 @@ fn close_fails_what_was_sent_as_outcome_unknown_and_refuses_what_comes_after() {
     let mut pair = Pair::live(None);
     pair.request(1, "slow", None);
     let _ = pair.recv_request();
-    let (mut parts, _, _) = pair.subscribe(2, TargetSpec::Explicit(Target::Server(server_id())));
+    let (_, _) = pair.subscribe(2, TargetSpec::Explicit(Target::Server(server_id())));
     pair.conn.close("client closed");
     pair.conn.close("twice");
     let events = pair.events();
     assert!(matches!(events.first(), Some(Event::Disconnect)));
     assert!(events.iter().any(|e| matches!(
         e,
-        Event::Complete {
+        Event::Answer {
             waiter: 1,
-            completion: Completion::Reply(Err(RequestError::OutcomeUnknown(_)))
+            answer: Answer::Reply(Err(RequestError::OutcomeUnknown(_)))
         }
     )));
     assert_eq!(
@@ -1015,31 +1145,30 @@ fn close_fails_what_was_sent_as_outcome_unknown_and_refuses_what_comes_after() {
             reason: CloseReason::Requested("client closed".to_owned())
         }]
     );
-    assert!(parts.ready.try_recv().unwrap().is_err());
+    assert!(pair.answered(2).unwrap().is_err());
     pair.command(Command::Attach {
         session_id: Id::new("s").unwrap(),
         waiter: 3,
     });
     assert!(matches!(
-        &pair.completions()[..],
-        [(3, Completion::Attached(Err(RequestError::NotSent(_))))]
+        &pair.answers()[..],
+        [(3, Answer::Attached(Err(RequestError::NotSent(_))))]
     ));
-    let _ = Arc::clone(&parts.ended);
 }
 
 // ---- reconnect refusals -----------------------------------------------------------------
 
 /// A live core with a reconnect policy, attached to `session-1` with a session subscription
 /// that has its snapshot; then the connection is lost and the first attempt is due and dialled.
-fn dialling_after_a_loss() -> (Pair, SubscriptionParts) {
+fn dialling_after_a_loss() -> Pair {
     let mut pair = Pair::live(Some(policy()));
     pair.attach("attachment-1");
-    let (parts, r, _) = pair.subscribe(1, TargetSpec::Session(Id::new("session-1").unwrap()));
+    let (r, _) = pair.subscribe(1, TargetSpec::Session(Id::new("session-1").unwrap()));
     pair.respond(&r.id, Outcome::Value(snapshot(0, r#"{"revision":0}"#)));
     pair.conn.handle_lost(pair.now, "reset by peer".to_owned());
     pair.advance(Duration::from_millis(100));
     assert!(matches!(pair.events().last(), Some(Event::Dial)));
-    (pair, parts)
+    pair
 }
 
 /// The attempt's transport opens and the server answers the hello with `answer`; the core
@@ -1059,11 +1188,7 @@ fn answer_the_attempt(pair: &mut Pair, answer: ServerMessage) {
 /// The core finished with `refusal` at once: no further attempt is planned, what waited for
 /// the next transport is refused, the session's subscription ends with the same reason.
 /// Returns the events of the ending.
-fn assert_stopped_with(
-    pair: &mut Pair,
-    parts: &SubscriptionParts,
-    refusal: &ReconnectRefusal,
-) -> Vec<Event<Tag>> {
+fn assert_stopped_with(pair: &mut Pair, refusal: &ReconnectRefusal) -> Vec<Event<Tag>> {
     let events = pair.events();
     assert_eq!(
         status_events(&events),
@@ -1077,8 +1202,8 @@ fn assert_stopped_with(
     pair.advance(Duration::from_secs(3600));
     assert!(pair.events().is_empty(), "and none comes later");
     assert_eq!(
-        parts.ended.get(),
-        Some(&EndReason::Closed(CloseReason::Refused(refusal.clone())))
+        pair.ended(1),
+        Some(EndReason::Closed(CloseReason::Refused(refusal.clone())))
     );
     pair.request(42, "after", None);
     assert_eq!(
@@ -1090,7 +1215,7 @@ fn assert_stopped_with(
 
 #[test]
 fn a_reconnect_answered_with_another_server_id_stops_at_once_as_server_changed() {
-    let (mut pair, parts) = dialling_after_a_loss();
+    let mut pair = dialling_after_a_loss();
     // Held while no transport is live; refused with the reason once the core finishes.
     pair.request(7, "held", None);
     answer_the_attempt(
@@ -1103,10 +1228,10 @@ fn a_reconnect_answered_with_another_server_id_stops_at_once_as_server_changed()
         expected: server_id().to_string(),
         got: other_server_id().to_string(),
     };
-    let events = assert_stopped_with(&mut pair, &parts, &refusal);
+    let events = assert_stopped_with(&mut pair, &refusal);
     assert!(events.iter().any(|e| matches!(
         e,
-        Event::Complete { waiter: 7, completion: Completion::Reply(Err(RequestError::NotSent(r))) }
+        Event::Answer { waiter: 7, answer: Answer::Reply(Err(RequestError::NotSent(r))) }
             if *r == refusal.to_string()
     )));
     assert_eq!(
@@ -1118,7 +1243,7 @@ fn a_reconnect_answered_with_another_server_id_stops_at_once_as_server_changed()
 
 #[test]
 fn a_reconnect_refused_by_the_access_policy_stops_at_once_as_identity_refused() {
-    let (mut pair, parts) = dialling_after_a_loss();
+    let mut pair = dialling_after_a_loss();
     let message = "Identity tls:sha256=ab12 is not admitted by the access policy";
     answer_the_attempt(
         &mut pair,
@@ -1126,7 +1251,6 @@ fn a_reconnect_refused_by_the_access_policy_stops_at_once_as_identity_refused() 
     );
     assert_stopped_with(
         &mut pair,
-        &parts,
         &ReconnectRefusal::IdentityRefused {
             reason: message.to_owned(),
         },
@@ -1135,7 +1259,7 @@ fn a_reconnect_refused_by_the_access_policy_stops_at_once_as_identity_refused() 
 
 #[test]
 fn a_reconnect_to_a_server_of_another_protocol_version_stops_at_once() {
-    let (mut pair, parts) = dialling_after_a_loss();
+    let mut pair = dialling_after_a_loss();
     answer_the_attempt(
         &mut pair,
         ServerMessage::HelloError(WireError::from_code(
@@ -1145,7 +1269,6 @@ fn a_reconnect_to_a_server_of_another_protocol_version_stops_at_once() {
     );
     assert_stopped_with(
         &mut pair,
-        &parts,
         &ReconnectRefusal::Incompatible {
             reason: "Unsupported protocol version".to_owned(),
         },
@@ -1162,12 +1285,11 @@ fn tls_error(failure: TlsFailure, reason: &str) -> ConnectError {
 
 #[test]
 fn a_tls_handshake_that_refuses_the_client_certificate_stops_reconnecting_at_once() {
-    let (mut pair, parts) = dialling_after_a_loss();
+    let mut pair = dialling_after_a_loss();
     let error = tls_error(TlsFailure::ClientRefused, "received fatal alert: UnknownCA");
     pair.conn.handle_connect_failed(pair.now, &error);
     assert_stopped_with(
         &mut pair,
-        &parts,
         &ReconnectRefusal::IdentityRefused {
             reason: "the TLS handshake refused its certificate (received fatal alert: UnknownCA)"
                 .to_owned(),
@@ -1177,13 +1299,12 @@ fn a_tls_handshake_that_refuses_the_client_certificate_stops_reconnecting_at_onc
 
 #[test]
 fn a_server_certificate_no_longer_trusted_stops_reconnecting_at_once() {
-    let (mut pair, parts) = dialling_after_a_loss();
+    let mut pair = dialling_after_a_loss();
     let reason = "invalid peer certificate: UnknownIssuer";
     pair.conn
         .handle_connect_failed(pair.now, &tls_error(TlsFailure::ServerRejected, reason));
     assert_stopped_with(
         &mut pair,
-        &parts,
         &ReconnectRefusal::ServerUntrusted {
             reason: reason.to_owned(),
         },
@@ -1192,7 +1313,7 @@ fn a_server_certificate_no_longer_trusted_stops_reconnecting_at_once() {
 
 #[test]
 fn transport_failures_and_a_busy_or_draining_server_are_retried_with_growing_delays() {
-    let (mut pair, mut parts) = dialling_after_a_loss();
+    let mut pair = dialling_after_a_loss();
     let failures = [
         refused(1),
         ConnectError::Timeout {
@@ -1255,11 +1376,11 @@ fn transport_failures_and_a_busy_or_draining_server_are_retried_with_growing_del
             ms(800)
         ]
     );
-    assert!(parts.ended.get().is_none(), "nothing ended");
-    let _ = parts.events.try_recv(); // the first snapshot
+    assert!(pair.ended(1).is_none(), "nothing ended");
+    let _ = pair.next_sub_event(1); // the first snapshot
     assert!(matches!(
-        parts.events.try_recv(),
-        Ok(SubscriptionEvent::Resyncing { .. })
+        pair.next_sub_event(1),
+        Some(SubscriptionEvent::Resyncing { .. })
     ));
 }
 
