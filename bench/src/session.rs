@@ -30,11 +30,12 @@ use baton_host::clock::SystemClock;
 use baton_host::message::{
     AgentMessage, AssistantMessage, StopReason, TextContent, Usage, UserMessage,
 };
-use baton_host::models::{ModelInfo, ModelRegistry};
+use baton_host::provider::{ModelInfo, ModelRegistry};
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::provider::{ModelRequest, Provider, ProviderEvent, ProviderStream};
 use baton_host::service::ServiceHost;
-use baton_host::session::{FsyncPolicy, HostConfig, SessionManager};
+use baton_host::journal::FsyncPolicy;
+use baton_host::session::{HostConfig, SessionManager};
 use baton_protocol::chord::{ServiceCall, ServiceMode};
 use baton_protocol::{ServerId, Value};
 use baton_server::{Listener, Server, ServerConfig};

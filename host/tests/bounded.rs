@@ -16,10 +16,11 @@ use std::time::Duration;
 
 use baton_client::{Client, ClientConfig, Endpoint, Subscription};
 use baton_host::clock::SystemClock;
-use baton_host::models::ModelRegistry;
+use baton_host::journal::FsyncPolicy;
+use baton_host::provider::ModelRegistry;
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::{ServiceHost, ServiceLimits};
-use baton_host::session::{FsyncPolicy, HostConfig, SessionManager};
+use baton_host::session::{HostConfig, SessionManager};
 use baton_protocol::chord::{ServiceCall, ServiceMode};
 use baton_protocol::{ErrorCode, ServerId, Value};
 use baton_server::{Listener, Server, ServerConfig};

@@ -20,13 +20,11 @@ use std::time::Duration;
 
 use baton_host::agent::RunError;
 use baton_host::clock::ManualClock;
+use baton_host::journal::{FsyncPolicy, LOCK_FILE, SessionFile, SessionsDir, StoreError};
 use baton_host::message::{AgentMessage, UserContent};
-use baton_host::models::ModelRegistry;
+use baton_host::provider::ModelRegistry;
 use baton_host::provider::scripted::ScriptedConfig;
-use baton_host::session::{
-    CreateOptions, FsyncPolicy, HostConfig, LOCK_FILE, SessionError, SessionFile, SessionManager,
-    SessionsDir, StoreError,
-};
+use baton_host::session::{CreateOptions, HostConfig, SessionError, SessionManager};
 use baton_testkit::Need;
 
 /// Where the child run finds its tmpfs.
@@ -247,7 +245,7 @@ async fn full_disk_inside_a_tmpfs() {
     // Straight through the journal, with an entry far larger than the space left.
     let dir = SessionsDir::open(&tmpfs.join("raw"), FsyncPolicy::EveryEntry, 0).unwrap();
     let mut f = SessionFile::create(&dir, "6f1c2b7e-1d2a-4c3b-8a9d-0e1f2a3b4c5d", &cwd, 0).unwrap();
-    let kind = |text: &str| baton_host::session::EntryKind::Custom {
+    let kind = |text: &str| baton_host::journal::EntryKind::Custom {
         custom_type: "t".into(),
         data: baton_protocol::Value::from(text),
     };

@@ -16,15 +16,16 @@ use std::time::Duration;
 
 use baton_client::{Client, ClientConfig, Endpoint, Subscription};
 use baton_host::clock::ManualClock;
+use baton_host::journal::FsyncPolicy;
 use baton_host::message::{
     AgentMessage, AssistantContent, AssistantMessage, StopReason, TextContent, ToolCall,
     ToolResultMessage, Usage, UserContent, UserMessage,
 };
-use baton_host::models::ModelRegistry;
+use baton_host::provider::ModelRegistry;
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::ServiceHost;
 use baton_host::session::{
-    DEFAULT_TRANSCRIPT_WINDOW, FsyncPolicy, HostConfig, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES,
+    DEFAULT_TRANSCRIPT_WINDOW, HostConfig, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES,
     SessionManager,
 };
 use baton_protocol::chord::{ServiceCall, ServiceMode};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use baton_client::{Client, ClientConfig, Endpoint, SubscriptionEvent};
 use baton_host::clock::SystemClock;
-use baton_host::models::ModelRegistry;
+use baton_host::provider::ModelRegistry;
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::ServiceHost;
 use baton_host::session::{HostConfig, SessionManager};

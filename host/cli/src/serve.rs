@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_host::ModelRef;
 use baton_host::clock::SystemClock;
-use baton_host::models::ModelRegistry;
-use baton_host::provider::ModelRef;
+use baton_host::provider::ModelRegistry;
 use baton_host::provider::config::{
     ModelSpec, ModelsFile, ProviderConfig, ProviderKind, build_provider, default_models_path,
 };

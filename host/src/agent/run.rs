@@ -9,10 +9,11 @@ use tokio_util::task::TaskTracker;
 use super::LENGTH_FAILURE_TEXT;
 use super::event::LoopEvent;
 use super::exec::{Executed, ToolExecution, execute_batch};
+use crate::journal::StoreError;
 use crate::message::{AgentMessage, AssistantMessage, StopReason, ToolResultMessage};
+use crate::model_ref::ThinkingLevel;
 use crate::projection::{ContextTransform, prepare_context};
-use crate::provider::{AssistantBuilder, ModelContext, ModelRequest, Provider, ThinkingLevel};
-use crate::session::StoreError;
+use crate::provider::{AssistantBuilder, ModelContext, ModelRequest, Provider};
 use crate::tool::ToolSet;
 
 /// Everything a run needs besides its context.

@@ -43,10 +43,10 @@ use serde::Deserialize;
 
 use super::Provider;
 use super::anthropic::AnthropicProvider;
+use super::cost::ModelCost;
 use super::openai::OpenAiProvider;
+use super::registry::{ModelInfo, ModelMeta, ModelRegistry};
 use super::transport::Endpoint;
-use crate::message::Usage;
-use crate::models::{ModelInfo, ModelMeta, ModelRegistry};
 
 /// Base URL of a `kind = "anthropic"` provider that names none (the public Messages API).
 pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
@@ -94,7 +94,7 @@ impl ProviderKind {
 /// How to reach one provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderConfig {
-    /// Provider id: the `provider` of its [`ModelRef`](super::ModelRef)s.
+    /// Provider id: the `provider` of its [`ModelRef`](crate::ModelRef)s.
     pub id: String,
     /// API family.
     pub kind: ProviderKind,
@@ -209,55 +209,6 @@ impl ProviderConfig {
                 return Err(format!(
                     "header {name:?} contradicts api_key_env (the key is sent from the variable)"
                 ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Prices in currency units per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelCost {
-    /// Input tokens.
-    #[serde(default)]
-    pub input: f64,
-    /// Output tokens.
-    #[serde(default)]
-    pub output: f64,
-    /// Tokens read from a prompt cache.
-    #[serde(default)]
-    pub cache_read: f64,
-    /// Tokens written to a prompt cache.
-    #[serde(default)]
-    pub cache_write: f64,
-}
-
-impl ModelCost {
-    /// Fills `usage.cost` from its token counts.
-    pub fn apply(&self, usage: &mut Usage) {
-        #[expect(
-            clippy::cast_precision_loss,
-            reason = "token counts far below 2^52; cost is an estimate"
-        )]
-        let per = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
-        usage.cost.input = per(usage.input, self.input);
-        usage.cost.output = per(usage.output, self.output);
-        usage.cost.cache_read = per(usage.cache_read, self.cache_read);
-        usage.cost.cache_write = per(usage.cache_write, self.cache_write);
-        usage.cost.total =
-            usage.cost.input + usage.cost.output + usage.cost.cache_read + usage.cost.cache_write;
-    }
-
-    fn check(&self) -> Result<(), String> {
-        for (name, v) in [
-            ("input", self.input),
-            ("output", self.output),
-            ("cache_read", self.cache_read),
-            ("cache_write", self.cache_write),
-        ] {
-            if !v.is_finite() || v < 0.0 {
-                return Err(format!("cost.{name} must be a non-negative number"));
             }
         }
         Ok(())
@@ -733,29 +684,6 @@ cost = { input = 3.0, output = 15.0, cache_read = 0.3, cache_write = 3.75 }
             r.resolve(&list[0].model_ref()).unwrap().api(),
             "anthropic-messages"
         );
-    }
-
-    #[test]
-    fn cost_is_per_million_tokens() {
-        let mut u = Usage {
-            input: 2_000_000,
-            output: 1_000_000,
-            cache_read: 500_000,
-            cache_write: 0,
-            total_tokens: 3_500_000,
-            ..Usage::default()
-        };
-        ModelCost {
-            input: 3.0,
-            output: 15.0,
-            cache_read: 0.3,
-            cache_write: 3.75,
-        }
-        .apply(&mut u);
-        assert!((u.cost.input - 6.0).abs() < 1e-9);
-        assert!((u.cost.output - 15.0).abs() < 1e-9);
-        assert!((u.cost.cache_read - 0.15).abs() < 1e-9);
-        assert!((u.cost.total - 21.15).abs() < 1e-9);
     }
 
     #[test]

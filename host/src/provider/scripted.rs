@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::{ModelRequest, Provider, ProviderEvent, ProviderStream};
 use crate::BoxFuture;
 use crate::message::{MessageRef, StopReason, ToolCall, Usage, joined_text};
+use crate::model_ref::ModelRef;
 use crate::projection::ModelContext;
 
 /// Provider id of the scripted model.
@@ -42,6 +43,13 @@ impl Default for ScriptedConfig {
         Self {
             token_delay: Duration::from_millis(15),
         }
+    }
+}
+
+impl ModelRef {
+    /// The embedded scripted model.
+    pub fn scripted() -> Self {
+        Self::new(PROVIDER_ID, MODEL_ID)
     }
 }
 
@@ -315,7 +323,7 @@ fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
 mod tests {
     use super::*;
     use crate::message::{Message, ToolResultMessage, UserContent, UserMessage};
-    use crate::provider::ThinkingLevel;
+    use crate::model_ref::ThinkingLevel;
 
     fn request(messages: Vec<Message>) -> ModelRequest {
         ModelRequest {

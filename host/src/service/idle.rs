@@ -406,10 +406,11 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
-    use crate::models::ModelRegistry;
+    use crate::journal::FsyncPolicy;
+    use crate::provider::ModelRegistry;
     use crate::provider::scripted::ScriptedConfig;
     use crate::service::{ServiceHost, ServiceLimits, SessionKey};
-    use crate::session::{CreateOptions, FsyncPolicy, HostConfig, SessionManager};
+    use crate::session::{CreateOptions, HostConfig, SessionManager};
 
     /// A host over one created session, with no idle reaper (the tests close by hand).
     fn host(dir: &std::path::Path) -> (ServiceHost, String) {

@@ -337,10 +337,11 @@ fn push_coalesced(ops: &mut Vec<Op>, op: Op) {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
-    use crate::models::ModelRegistry;
+    use crate::journal::FsyncPolicy;
+    use crate::provider::ModelRegistry;
     use crate::provider::scripted::ScriptedConfig;
     use crate::service::wire::session_state_value;
-    use crate::session::{CreateOptions, FsyncPolicy, HostConfig, SessionManager};
+    use crate::session::{CreateOptions, HostConfig, SessionManager};
     use crate::spawn::spawn_tracked;
     use std::time::Duration;
     use tokio_util::task::TaskTracker;

@@ -68,7 +68,9 @@ use idle::{OpenSet, Resident};
 use live::LiveSession;
 use publish::Owner;
 
-use crate::session::{SessionManager, StoreError};
+use crate::session::SessionManager;
+
+use crate::journal::StoreError;
 
 /// Serves a [`SessionManager`] through a `baton-server` [`Server`].
 /// Cheap to clone; clones share everything.

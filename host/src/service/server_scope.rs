@@ -13,7 +13,7 @@ use super::errors::{arity, busy, invalid, service_error, string_arg};
 use super::publish::{Owner, SubscriptionIds, snapshot};
 use super::wire::parse_model;
 use super::{Shared, directory};
-use crate::provider::ThinkingLevel;
+use crate::model_ref::ThinkingLevel;
 use crate::session::{CreateOptions, Phase};
 
 /// The session-management service id.

@@ -15,7 +15,7 @@ use super::errors::{arity, invalid, service_error, string_arg};
 use super::live::{LiveSession, MEMBER, SERVICE};
 use super::publish::{Owner, SubscriptionIds};
 use super::wire::{count_value, published_item};
-use crate::provider::{ModelRef, ThinkingLevel};
+use crate::model_ref::{ModelRef, ThinkingLevel};
 use crate::session::{
     MAX_COMPACT_INSTRUCTIONS_BYTES, MAX_PAGE_ITEMS, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES,
     MAX_READ_BYTES,

@@ -27,19 +27,19 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::entry::EntryKind;
 use super::error::SessionError;
 use super::events::Change;
-use super::file::SessionFile;
 use super::runtime::{Inner, SessionRuntime, State};
 use super::view::Phase;
+use crate::journal::{EntryKind, SessionFile, rebuild};
 use crate::message::{
     AgentMessage, AssistantContent, CompactionSummaryMessage, Message, StopReason, UserMessage,
     joined_text,
 };
-use crate::models::ModelRegistry;
+use crate::model_ref::{ModelRef, ThinkingLevel};
 use crate::projection::bash_execution_to_text;
-use crate::provider::{ModelRef, ModelRequest, Provider, ProviderEvent, ThinkingLevel};
+use crate::provider::ModelRegistry;
+use crate::provider::{ModelRequest, Provider, ProviderEvent};
 
 /// Tokens kept free below the context window (for the next prompt and reply): compaction
 /// starts when the context estimate exceeds the window minus this.
@@ -455,7 +455,7 @@ impl Inner {
         let loaded = tokio::task::spawn_blocking(move || SessionFile::read(&path))
             .await
             .map_err(|_| SessionError::Closed)??;
-        let messages = super::tree::rebuild(&loaded.entries).messages;
+        let messages = rebuild(&loaded.entries).messages;
         let plain: Vec<&AgentMessage> = messages.iter().map(|(_, m)| m).collect();
         let tokens_before = context_tokens(&plain);
         let cut =

@@ -36,19 +36,17 @@ use tokio_util::task::TaskTracker;
 
 use super::activity::Activity;
 use super::compaction::CompactionSettings;
-use super::entry::EntryKind;
-use super::error::{SessionError, StoreError};
+use super::error::SessionError;
 use super::events::{Change, ObserverId, Outlets, SessionObserver};
-use super::file::SessionFile;
 use super::transcript::{Transcript, TranscriptView};
-use super::tree::Rebuilt;
 use super::view::{Phase, SessionEvent, Snapshot, ToolConfinement};
 use crate::agent::ToolExecution;
 use crate::clock::Clock;
+use crate::journal::{EntryKind, Rebuilt, SessionFile, StoreError, rebuild};
 use crate::message::{AgentMessage, BashExecutionMessage};
-use crate::models::ModelRegistry;
+use crate::model_ref::{ModelRef, ThinkingLevel};
 use crate::projection::ContextTransform;
-use crate::provider::{ModelRef, ThinkingLevel};
+use crate::provider::ModelRegistry;
 use crate::tool::{BashConfig, ToolSet, confinement_status};
 
 /// Default capacity of a session's event channel (a subscriber that falls further behind
@@ -443,7 +441,7 @@ impl SessionRuntime {
             },
         )?;
         let loaded = SessionFile::read(st.file.path())?;
-        let rebuilt = super::tree::rebuild(&loaded.entries);
+        let rebuilt = rebuild(&loaded.entries);
         // The view shows the summary where it happened; the context starts from it.
         if let Some((_, message)) = rebuilt.messages.iter().find(|(i, _)| *i == id) {
             let index = st

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use super::activity::{Activity, AttachedClient, CompactionStatus, FollowUp};
 use super::view::{BodyRef, ItemRef, Phase, SessionState, ToolConfinement, TranscriptItem};
 use crate::message::{AgentMessage, AssistantContent, AssistantMessage, ToolCall};
+use crate::model_ref::{ModelRef, ThinkingLevel};
 use crate::projection::{ContextProjector, ModelContext};
-use crate::provider::{ModelRef, ThinkingLevel};
 
 /// One view entry.
 #[derive(Debug)]

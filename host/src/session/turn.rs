@@ -8,11 +8,12 @@ use tracing::Instrument;
 
 use tokio_util::sync::CancellationToken;
 
-use super::error::{SessionError, StoreError};
+use super::error::SessionError;
 use super::events::Change;
 use super::runtime::{Inner, MAX_QUEUED_STEER, SessionRuntime, State};
 use super::view::Phase;
 use crate::agent::{self, AgentConfig, LoopEvent, RunContext, RunOutcome};
+use crate::journal::StoreError;
 use crate::message::{AgentMessage, AssistantContent, StopReason, UserMessage};
 use crate::provider::{ModelContext, StreamUpdate};
 use crate::spawn::spawn_tracked;

@@ -6,15 +6,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_host::ModelRef;
 use baton_host::clock::ManualClock;
+use baton_host::journal::FsyncPolicy;
 use baton_host::message::{AgentMessage, UserMessage};
-use baton_host::models::ModelRegistry;
-use baton_host::provider::ModelRef;
+use baton_host::provider::ModelRegistry;
 use baton_host::provider::config::ModelsFile;
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::session::{
-    CompactionSettings, CreateOptions, FsyncPolicy, HostConfig, SUMMARIZATION_SYSTEM_PROMPT,
-    SessionManager,
+    CompactionSettings, CreateOptions, HostConfig, SUMMARIZATION_SYSTEM_PROMPT, SessionManager,
 };
 
 use crate::fake::{FakeServer, HANG_GUARD, Reply};

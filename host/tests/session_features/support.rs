@@ -6,14 +6,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_host::BoxFuture;
+use baton_host::ModelRef;
 use baton_host::clock::ManualClock;
+use baton_host::journal::FsyncPolicy;
 use baton_host::message::StopReason;
-use baton_host::models::{ModelMeta, ModelRegistry};
 use baton_host::provider::scripted::ScriptedConfig;
-use baton_host::provider::{ModelRef, ModelRequest, Provider, ProviderEvent, ProviderStream};
+use baton_host::provider::{ModelMeta, ModelRegistry};
+use baton_host::provider::{ModelRequest, Provider, ProviderEvent, ProviderStream};
 use baton_host::session::{
-    CompactionSettings, CreateOptions, FsyncPolicy, HostConfig, SessionEvent, SessionEventKind,
-    SessionManager, SessionRuntime,
+    CompactionSettings, CreateOptions, HostConfig, SessionEvent, SessionEventKind, SessionManager,
+    SessionRuntime,
 };
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;

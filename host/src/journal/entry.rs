@@ -15,7 +15,7 @@ use baton_protocol::Value;
 use serde::{Deserialize, Serialize};
 
 use crate::message::{AgentMessage, UserContent};
-use crate::provider::{ModelRef, ThinkingLevel};
+use crate::model_ref::{ModelRef, ThinkingLevel};
 
 /// Current file format version.
 pub const FORMAT_VERSION: u32 = 1;

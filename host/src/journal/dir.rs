@@ -531,11 +531,11 @@ pub(super) mod test_hooks {
 
     /// Sync faults of one file.
     #[derive(Debug, Default)]
-    pub(in crate::session) struct SyncHooks {
+    pub(in crate::journal) struct SyncHooks {
         /// Each sync first waits for a message here (the test releases it).
-        pub(in crate::session) gate: Mutex<Option<mpsc::Receiver<()>>>,
+        pub(in crate::journal) gate: Mutex<Option<mpsc::Receiver<()>>>,
         /// Each sync fails with this errno instead of syncing.
-        pub(in crate::session) fail: Mutex<Option<i32>>,
+        pub(in crate::journal) fail: Mutex<Option<i32>>,
     }
 
     impl SyncHooks {
