@@ -9,9 +9,8 @@ use std::time::Duration;
 use baton_host::ModelRef;
 use baton_host::clock::SystemClock;
 use baton_host::provider::ModelRegistry;
-use baton_host::provider::config::{
-    ModelSpec, ModelsFile, ProviderConfig, ProviderKind, build_provider, default_models_path,
-};
+use baton_host::provider::config::{ModelSpec, ProviderConfig, ProviderKind};
+use baton_host::provider::models_file::{ModelsFile, build_provider, default_models_path};
 use baton_host::provider::probe::probe_and_warn;
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::{AccessPolicy, ServiceHost, ServiceLimits};

@@ -10,7 +10,8 @@
 //! * [`scripted`]: the embedded, deterministic, offline default.
 //! * [`openai`]: OpenAI-compatible Chat Completions (OpenAI, vLLM, llama.cpp, Ollama).
 //! * [`anthropic`]: Anthropic Messages.
-//! * [`config`]: [`config::ProviderConfig`] and the models file.
+//! * [`config`]: [`config::ProviderConfig`] (how to reach an API) and [`config::ModelSpec`].
+//! * [`models_file`]: the models file, registered into the [`ModelRegistry`].
 //! * [`transport`]: the shared HTTPS client (reqwest + rustls), timeouts, endpoint naming.
 //! * [`retry`]: 429/5xx and connection retries before the first token, capped backoff,
 //!   `Retry-After`.
@@ -24,6 +25,7 @@ mod assemble;
 pub mod config;
 mod cost;
 mod decode;
+pub mod models_file;
 pub mod openai;
 pub mod probe;
 mod registry;

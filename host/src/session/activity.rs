@@ -7,9 +7,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::events::Change;
-use super::runtime::SessionRuntime;
-
 /// Most follow-up prompts queued at once; more are refused (`busy`, naming the limit).
 pub const MAX_QUEUED_FOLLOW_UPS: usize = 32;
 
@@ -114,26 +111,6 @@ impl Activity {
         // until the next attach.
         self.attached.remove(i);
         true
-    }
-}
-
-impl SessionRuntime {
-    /// Lists a client as attached (presence); returns the id to detach it with.
-    pub fn attach_client(&self, identity: &str) -> u64 {
-        let mut st = self.inner.lock();
-        let (id, changed) = st.doc.activity.attach(identity);
-        if changed {
-            st.emit(|d| Change::Attached(&d.activity.attached));
-        }
-        id
-    }
-
-    /// Removes attachment `id` from the presence list (a second call is quiet).
-    pub fn detach_client(&self, id: u64) {
-        let mut st = self.inner.lock();
-        if st.doc.activity.detach(id) {
-            st.emit(|d| Change::Attached(&d.activity.attached));
-        }
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod activity;
 mod commands;
+mod compact;
 mod compaction;
 mod complete;
 mod error;

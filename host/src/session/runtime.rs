@@ -456,10 +456,38 @@ impl SessionRuntime {
         Ok(())
     }
 
+    /// Lists a client as attached (presence); returns the id to detach it with.
+    pub fn attach_client(&self, identity: &str) -> u64 {
+        let mut st = self.inner.lock();
+        let (id, changed) = st.doc.activity.attach(identity);
+        if changed {
+            st.emit(|d| Change::Attached(&d.activity.attached));
+        }
+        id
+    }
+
+    /// Removes attachment `id` from the presence list (a second call is quiet).
+    pub fn detach_client(&self, id: u64) {
+        let mut st = self.inner.lock();
+        if st.doc.activity.detach(id) {
+            st.emit(|d| Change::Attached(&d.activity.attached));
+        }
+    }
+
     /// Waits until no turn is running.
     pub async fn wait_idle(&self) {
         let mut rx = self.inner.phase.subscribe();
         let _ = rx.wait_for(|p| *p == Phase::Idle).await;
+    }
+
+    /// Aborts the running turn (or compaction) and user commands. Returns whether a turn was
+    /// running. Queued follow-ups stay queued: an aborted turn sends none of them (see
+    /// [`SessionRuntime::follow_up`]).
+    pub fn abort(&self) -> bool {
+        let mut st = self.inner.lock();
+        st.abort.cancel();
+        st.abort = self.inner.shutdown.child_token();
+        st.doc.phase == Phase::Turn
     }
 
     /// Aborts everything and waits for the session's tasks to finish.

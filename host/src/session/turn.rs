@@ -114,16 +114,6 @@ impl SessionRuntime {
         st.emit(|d| Change::QueuedSteer(&d.queued_steer));
         Ok(())
     }
-
-    /// Aborts the running turn (or compaction) and user commands. Returns whether a turn was
-    /// running. Queued follow-ups stay queued: an aborted turn sends none of them (see
-    /// [`SessionRuntime::follow_up`]).
-    pub fn abort(&self) -> bool {
-        let mut st = self.inner.lock();
-        st.abort.cancel();
-        st.abort = self.inner.shutdown.child_token();
-        st.doc.phase == Phase::Turn
-    }
 }
 
 /// A turn ready to run: what the loop needs.

@@ -11,7 +11,7 @@ use baton_host::clock::ManualClock;
 use baton_host::journal::FsyncPolicy;
 use baton_host::message::{AgentMessage, UserMessage};
 use baton_host::provider::ModelRegistry;
-use baton_host::provider::config::ModelsFile;
+use baton_host::provider::models_file::ModelsFile;
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::session::{
     CompactionSettings, CreateOptions, HostConfig, SUMMARIZATION_SYSTEM_PROMPT, SessionManager,
