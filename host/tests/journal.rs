@@ -24,7 +24,9 @@ use baton_host::journal::{FsyncPolicy, LOCK_FILE, SessionFile, SessionsDir, Stor
 use baton_host::message::{AgentMessage, UserContent};
 use baton_host::provider::ModelRegistry;
 use baton_host::provider::scripted::ScriptedConfig;
-use baton_host::session::{CreateOptions, HostConfig, SessionError, SessionManager};
+use baton_host::session::{
+    CreateOptions, HostConfig, SUMMARY_REQUEST_OPENING, SessionError, SessionManager,
+};
 use baton_testkit::Need;
 
 /// Where the child run finds its tmpfs.
@@ -37,9 +39,7 @@ fn manager(sessions: &Path, cwd: &Path, fsync: FsyncPolicy) -> Result<SessionMan
     config.fsync = fsync;
     SessionManager::new(
         config,
-        ModelRegistry::scripted(ScriptedConfig {
-            token_delay: Duration::ZERO,
-        }),
+        ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING)),
         Arc::new(ManualClock::new(1_748_568_000_000, 1)),
     )
 }

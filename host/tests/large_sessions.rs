@@ -26,7 +26,7 @@ use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::ServiceHost;
 use baton_host::session::{
     DEFAULT_TRANSCRIPT_WINDOW, HostConfig, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES,
-    SessionManager,
+    SUMMARY_REQUEST_OPENING, SessionManager,
 };
 use baton_protocol::chord::{ServiceCall, ServiceMode};
 use baton_protocol::{ErrorCode, ServerId, Value};
@@ -89,9 +89,7 @@ impl Harness {
         config.session.compaction.auto = false;
         let manager = SessionManager::new(
             config,
-            ModelRegistry::scripted(ScriptedConfig {
-                token_delay: Duration::ZERO,
-            }),
+            ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING)),
             Arc::new(ManualClock::new(1_748_568_000_000, 1)),
         )
         .unwrap();

@@ -24,7 +24,7 @@ use baton_host::journal::FsyncPolicy;
 use baton_host::provider::ModelRegistry;
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::{AccessPolicy, ServiceHost};
-use baton_host::session::{HostConfig, SessionManager};
+use baton_host::session::{HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
 use baton_protocol::codec::ServerMessageDecoder;
 use baton_protocol::{
     Id, Outcome, Response, ServerMessage, ServiceUpdate, SessionTarget, Target, Value, WireError,
@@ -61,9 +61,10 @@ impl Harness {
         config.fsync = FsyncPolicy::Never;
         let manager = SessionManager::new(
             config,
-            ModelRegistry::scripted(ScriptedConfig {
-                token_delay: Duration::from_millis(1),
-            }),
+            ModelRegistry::scripted(ScriptedConfig::new(
+                Duration::from_millis(1),
+                SUMMARY_REQUEST_OPENING,
+            )),
             Arc::new(SystemClock),
         )
         .unwrap();

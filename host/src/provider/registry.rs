@@ -62,8 +62,7 @@ impl ModelRegistry {
         Self::default()
     }
 
-    /// Only the embedded scripted model (listed with its name only, as before models had
-    /// metadata).
+    /// Only the embedded scripted model (listed with its name, nothing known about it).
     pub fn scripted(config: ScriptedConfig) -> Self {
         let mut r = Self::new();
         r.register_with_meta(

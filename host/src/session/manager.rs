@@ -494,6 +494,7 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::provider::scripted::ScriptedConfig;
+    use crate::session::SUMMARY_REQUEST_OPENING;
 
     fn manager(sessions: &Path, cwd: &Path) -> SessionManager {
         let mut config = HostConfig::new(sessions);
@@ -501,9 +502,7 @@ mod tests {
         config.fsync = FsyncPolicy::EveryEntry;
         SessionManager::new(
             config,
-            ModelRegistry::scripted(ScriptedConfig {
-                token_delay: Duration::ZERO,
-            }),
+            ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING)),
             Arc::new(ManualClock::new(1_748_568_000_000, 1)),
         )
         .unwrap()

@@ -11,8 +11,8 @@ use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::provider::{ModelInfo, ModelRegistry};
 use baton_host::session::SessionEvent;
 use baton_host::session::{
-    AssistantStatus, CreateOptions, HostConfig, ItemBody, Phase, SessionError, SessionEventKind,
-    SessionManager, SessionRuntime, ToolStatus,
+    AssistantStatus, CreateOptions, HostConfig, ItemBody, Phase, SUMMARY_REQUEST_OPENING,
+    SessionError, SessionEventKind, SessionManager, SessionRuntime, ToolStatus,
 };
 use baton_host::{ModelRef, ThinkingLevel};
 use tokio::sync::{Notify, broadcast};
@@ -20,9 +20,8 @@ use tokio::sync::{Notify, broadcast};
 use crate::support::*;
 
 fn registry(fake: Option<Arc<FakeProvider>>) -> ModelRegistry {
-    let mut r = ModelRegistry::scripted(ScriptedConfig {
-        token_delay: Duration::ZERO,
-    });
+    let mut r =
+        ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING));
     if let Some(fake) = fake {
         r.register(
             ModelInfo {
