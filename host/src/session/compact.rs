@@ -14,8 +14,9 @@ use super::compaction::{
 use super::error::SessionError;
 use super::events::Change;
 use super::runtime::{Inner, SessionRuntime, State};
+use super::transcript::ContextEntry;
 use super::view::Phase;
-use crate::journal::{EntryKind, SessionFile, rebuild};
+use crate::journal::EntryKind;
 use crate::message::{AgentMessage, CompactionSummaryMessage};
 use crate::model_ref::ModelRef;
 use crate::provider::Provider;
@@ -89,22 +90,25 @@ impl Inner {
         &self,
         instructions: Option<&str>,
     ) -> Result<CompactionOutcome, SessionError> {
-        let (provider, model, cancel, path) = {
+        let (provider, model, cancel, context) = {
             let mut st = self.lock();
             let provider = self
                 .models
                 .resolve(&st.doc.model)
                 .ok_or_else(|| SessionError::UnknownModel(st.doc.model.to_string()))?;
             set_running(&mut st, true);
+            // The live context with the entry id of each message. Nothing appends to it
+            // while the session is busy, so it is still the live context once the summary
+            // is written.
             (
                 provider,
                 st.doc.model.clone(),
                 st.abort.child_token(),
-                st.file.path().to_owned(),
+                st.doc.transcript.context(),
             )
         };
         let result = self
-            .compact_with(provider.as_ref(), &model, instructions, &cancel, &path)
+            .compact_with(provider.as_ref(), &model, instructions, &cancel, &context)
             .await;
         set_running(&mut self.lock(), false);
         result
@@ -116,20 +120,12 @@ impl Inner {
         model: &ModelRef,
         instructions: Option<&str>,
         cancel: &CancellationToken,
-        path: &std::path::Path,
+        context: &[ContextEntry],
     ) -> Result<CompactionOutcome, SessionError> {
         let settings = &self.config.compaction;
-        // The context with the entry id of each message, as the journal rebuilds it (nothing
-        // appends messages while the session is busy, so it is the live context).
-        let path = path.to_owned();
-        let loaded = tokio::task::spawn_blocking(move || SessionFile::read(&path))
-            .await
-            .map_err(|_| SessionError::Closed)??;
-        let messages = rebuild(&loaded.entries).messages;
-        let plain: Vec<&AgentMessage> = messages.iter().map(|(_, m)| m).collect();
-        let tokens_before = context_tokens(&plain);
-        let cut =
-            cut_point(&plain, settings.keep_recent_tokens).ok_or(SessionError::NothingToCompact)?;
+        let tokens_before = context_tokens(context);
+        let cut = cut_point(context, settings.keep_recent_tokens)
+            .ok_or(SessionError::NothingToCompact)?;
         let window = context_window(&self.models, model, settings);
         let budget = usize::try_from(
             window
@@ -139,31 +135,49 @@ impl Inner {
         .unwrap_or(usize::MAX);
         let request = summary_request(
             &model.id,
-            summary_prompt(&plain[..cut], instructions, budget),
+            summary_prompt(&context[..cut], instructions, budget),
         );
         let summary = summarise(provider, request, cancel).await?;
-        let first_kept = messages[cut].0.clone();
         let mut st = self.lock();
-        let st = &mut *st;
-        let id = self.record_entry(
+        self.record_compaction(&mut st, summary, &context[cut..], tokens_before)
+    }
+
+    /// Records a compaction that keeps `kept` (a tail of the live context) after `summary`:
+    /// the journal entry, the view's summary item, and the model context (the summary, then
+    /// `kept`, whose messages stay the transcript's own).
+    ///
+    /// # Errors
+    /// [`SessionError::NothingToCompact`] when `kept` is empty; [`SessionError::Store`].
+    pub(super) fn record_compaction(
+        &self,
+        st: &mut State,
+        summary: String,
+        kept: &[ContextEntry],
+        tokens_before: u64,
+    ) -> Result<CompactionOutcome, SessionError> {
+        let first_kept = kept
+            .first()
+            .ok_or(SessionError::NothingToCompact)?
+            .id
+            .to_string();
+        let now = self.clock.now_ms();
+        let id = self.record_entry_at(
             st,
+            now,
             EntryKind::Compaction {
                 summary: summary.clone(),
                 first_kept_entry_id: first_kept.clone(),
                 tokens_before,
             },
         )?;
-        let message = AgentMessage::CompactionSummary(CompactionSummaryMessage {
+        // The summary's time is its entry's, as a reopened session has it.
+        let message = Arc::new(AgentMessage::CompactionSummary(CompactionSummaryMessage {
             summary: summary.clone(),
             tokens_before,
-            timestamp: self.clock.now_ms(),
-        });
-        let mut context = vec![(id.clone(), message.clone())];
-        context.extend(messages.into_iter().skip(cut));
-        let kept: Vec<&AgentMessage> = context.iter().map(|(_, m)| m).collect();
-        let tokens_after = context_tokens(&kept);
-        let index = st.doc.transcript.push_settled(id, Arc::new(message));
-        st.doc.transcript.replace_context(context);
+            timestamp: now,
+        }));
+        let index = st.doc.transcript.compact(id, message, kept);
+        let tokens_after = context_tokens(&st.doc.transcript.context());
         st.emit(|_| Change::ItemAdded { index });
         Ok(CompactionOutcome {
             summary,

@@ -35,6 +35,9 @@ pub enum SessionError {
     /// There is nothing before the kept recent tail to summarise.
     #[error("nothing to compact")]
     NothingToCompact,
+    /// A compaction named a first kept entry that is not in the model context.
+    #[error("entry {0} is not in the model context")]
+    UnknownEntry(String),
     /// The summarisation call failed (its message says why).
     #[error("compaction failed: {0}")]
     Compaction(String),

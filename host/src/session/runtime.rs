@@ -42,7 +42,7 @@ use super::transcript::{Transcript, TranscriptView};
 use super::view::{Phase, SessionEvent, Snapshot, ToolConfinement};
 use crate::agent::ToolExecution;
 use crate::clock::Clock;
-use crate::journal::{EntryKind, Rebuilt, SessionFile, StoreError, rebuild};
+use crate::journal::{EntryKind, Rebuilt, SessionFile, StoreError};
 use crate::message::{AgentMessage, BashExecutionMessage};
 use crate::model_ref::{ModelRef, ThinkingLevel};
 use crate::projection::ContextTransform;
@@ -414,12 +414,14 @@ impl SessionRuntime {
         Ok(())
     }
 
-    /// Records a compaction with a summary written elsewhere: history before
-    /// `first_kept_entry_id` is replaced by `summary` in the model context (the file keeps
-    /// everything, and so does the view, which gains the `compactionSummary` item). To have
-    /// the model write the summary, use [`SessionRuntime::compact_now`].
+    /// Records a compaction with a summary written elsewhere: the model context's history
+    /// before `first_kept_entry_id` is replaced by `summary` (the file keeps everything, and
+    /// so does the view, which gains the `compactionSummary` item). To have the model write
+    /// the summary, use [`SessionRuntime::compact_now`].
     ///
     /// # Errors
+    /// [`SessionError::UnknownEntry`] when `first_kept_entry_id` is not a message of the
+    /// model context after the summary it starts with (nothing is recorded then);
     /// [`SessionError::Busy`], [`SessionError::Store`].
     pub fn compact(
         &self,
@@ -431,28 +433,25 @@ impl SessionRuntime {
         if st.doc.phase != Phase::Idle {
             return Err(SessionError::Busy);
         }
-        let st = &mut *st;
-        let id = self.inner.record_entry(
-            st,
-            EntryKind::Compaction {
-                summary: summary.to_owned(),
-                first_kept_entry_id: first_kept_entry_id.to_owned(),
-                tokens_before,
-            },
+        let context = st.doc.transcript.context();
+        // An earlier summary stands for entries before its own on the active path: keeping
+        // from it is not keeping a tail of the live context.
+        let after_summary = usize::from(matches!(
+            context.first().map(|e| &*e.message),
+            Some(AgentMessage::CompactionSummary(_))
+        ));
+        let cut = context
+            .iter()
+            .skip(after_summary)
+            .position(|e| &*e.id == first_kept_entry_id)
+            .ok_or_else(|| SessionError::UnknownEntry(first_kept_entry_id.to_owned()))?
+            + after_summary;
+        self.inner.record_compaction(
+            &mut st,
+            summary.to_owned(),
+            &context[cut..],
+            tokens_before,
         )?;
-        let loaded = SessionFile::read(st.file.path())?;
-        let rebuilt = rebuild(&loaded.entries);
-        // The view shows the summary where it happened; the context starts from it.
-        if let Some((_, message)) = rebuilt.messages.iter().find(|(i, _)| *i == id) {
-            let index = st
-                .doc
-                .transcript
-                .push_settled(id.clone(), Arc::new(message.clone()));
-            st.doc.transcript.replace_context(rebuilt.messages);
-            st.emit(|_| Change::ItemAdded { index });
-        } else {
-            st.doc.transcript.replace_context(rebuilt.messages);
-        }
         Ok(())
     }
 
@@ -514,7 +513,16 @@ impl Inner {
         st: &mut State,
         kind: EntryKind,
     ) -> Result<String, StoreError> {
-        let now = self.clock.now_ms();
+        self.record_entry_at(st, self.clock.now_ms(), kind)
+    }
+
+    /// [`Inner::record_entry`] at time `now` (Unix ms).
+    pub(super) fn record_entry_at(
+        &self,
+        st: &mut State,
+        now: u64,
+        kind: EntryKind,
+    ) -> Result<String, StoreError> {
         let e = st.file.append_new(st.leaf.as_deref(), now, kind)?;
         st.leaf = Some(e.id.clone());
         st.updated_at = e.timestamp;

@@ -302,7 +302,7 @@ impl RunContext for RunCtx {
     }
 
     fn messages(&self) -> Arc<Vec<Arc<AgentMessage>>> {
-        self.inner.lock().doc.transcript.context()
+        self.inner.lock().doc.transcript.context_messages()
     }
 
     fn append(&self, message: AgentMessage) -> Result<(), StoreError> {
