@@ -266,11 +266,7 @@ pub async fn summarise(
     if cancel.is_cancelled() {
         return Err(SessionError::CompactionAborted);
     }
-    let mut end = text.len().min(MAX_SUMMARY_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
+    text.truncate(text.floor_char_boundary(MAX_SUMMARY_BYTES));
     let text = text.trim().to_owned();
     if text.is_empty() {
         return Err(SessionError::Compaction(
@@ -338,10 +334,7 @@ fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text.floor_char_boundary(max);
     format!("{}… [{} more characters]", &text[..end], text.len() - end)
 }
 
