@@ -2,8 +2,8 @@
 //! [`super::transcript`], the turn [`super::turn`], user commands [`super::commands`], and
 //! change delivery [`super::events`].
 //!
-//! All mutable state sits behind one `std::sync::Mutex` that is never held across an
-//! `.await`. Every change happens under that lock together with its persistence (for settled
+//! All mutable state sits behind one mutex (`parking_lot`: a panic under it does not poison
+//! the session) that is never held across an `.await`. Every change happens under that lock together with its persistence (for settled
 //! messages) and the delivery of its numbered change, so a subscriber that takes a
 //! [`Snapshot`] and then applies the events with a greater `seq` always sees exactly the
 //! session's state, and an observer registered with [`SessionRuntime::observe`] sees every change
@@ -27,7 +27,9 @@
 //!   never split.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
@@ -499,7 +501,7 @@ impl SessionRuntime {
 
 impl Inner {
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock()
     }
 
     /// Appends a non-message entry on the active path.
