@@ -2,16 +2,16 @@
 //!
 //! The agent runtime behind a baton server: sessions, the agent loop, tools, model providers
 //! and durable transcripts. The server and client crates know nothing about any of this; the
-//! service adapter ([`service`]) publishes a [`session::SessionRuntime`]'s state and changes as chord
-//! services.
+//! service adapter ([`service`]) publishes a [`session::SessionRuntime`]'s state and changes
+//! as chord services.
 //!
 //! ```text
-//! SessionManager ── create / open (lazy) / list / remove ──▶ <dir>/<id>.jsonl
+//! SessionManager ── create / open (lazy) / list / remove ──▶ journal: <dir>/<id>.jsonl
 //!      │
 //!   SessionRuntime ── prompt / steer / abort / bash / setModel ── one transcript; changes to
 //!      │                                                 observers (service) and events
 //!      │
-//!   agent::run ── ModelContext (projected as it grows) ──▶ Provider (scripted | openai)
+//!   agent::run ── ModelContext (projected as it grows) ──▶ Provider (scripted | remote)
 //!      │                                              │ ProviderEvent stream
 //!      └── tool batch (read / write / edit / bash) ◀──┘
 //! ```
@@ -43,8 +43,7 @@
 //! # Non-goals
 //! No listeners or wire code here (that is `baton-server`; [`service`] only implements its
 //! host traits), no provider beyond OpenAI-compatible Chat Completions and Anthropic Messages
-//! (both over HTTPS with rustls, see [`provider`]), no compaction *policy* (the entry and the
-//! rebuild rule exist; deciding when to summarise is left to a caller).
+//! (both over HTTPS with rustls, see [`provider`]).
 //!
 //! # Cancellation
 //! Dropping a [`session::RunHandle`] does not stop its turn; [`session::SessionRuntime::abort`]
