@@ -1,7 +1,8 @@
-//! Compacting a live session: `/compact` ([`SessionRuntime::compact_now`]) and the automatic
-//! compaction between two turns, holding the session busy (`phase: turn`,
-//! `compaction.running`) while the model writes the summary. The policy and the pure parts
-//! are [`super::compaction`].
+//! Compacting a live session: the model writing the summary, for `/compact`
+//! ([`SessionRuntime::compact_now`], started as a busy stretch by [`super::driver`]) and for
+//! the automatic compaction between two turns, with `compaction.running` set meanwhile; and
+//! recording a compaction whose summary was written elsewhere ([`SessionRuntime::compact`]).
+//! The policy and the pure parts are [`super::compaction`].
 
 use std::sync::Arc;
 
@@ -22,39 +23,45 @@ use crate::model_ref::ModelRef;
 use crate::provider::Provider;
 
 impl SessionRuntime {
-    /// Compacts now (`/compact`): summarises the history before the kept recent tail, with
-    /// `instructions` added to the request. The session is busy meanwhile (`phase: turn`,
-    /// `compaction.running`); a queued follow-up is sent once it ends.
+    /// Records a compaction with a summary written elsewhere: the model context's history
+    /// before `first_kept_entry_id` is replaced by `summary` (the file keeps everything, and
+    /// so does the view, which gains the `compactionSummary` item). To have the model write
+    /// the summary, use [`SessionRuntime::compact_now`].
     ///
     /// # Errors
-    /// [`SessionError::CompactionNotOffered`], [`SessionError::Busy`],
-    /// [`SessionError::NothingToCompact`], [`SessionError::Compaction`],
-    /// [`SessionError::CompactionAborted`], [`SessionError::UnknownModel`],
-    /// [`SessionError::Store`], [`SessionError::Closed`].
-    pub async fn compact_now(
+    /// [`SessionError::UnknownEntry`] when `first_kept_entry_id` is not a message of the
+    /// model context after the summary it starts with (nothing is recorded then);
+    /// [`SessionError::Busy`], [`SessionError::Store`].
+    pub fn compact(
         &self,
-        instructions: Option<&str>,
-    ) -> Result<CompactionOutcome, SessionError> {
-        let inner = &self.inner;
-        {
-            let mut st = inner.lock();
-            if !inner.config.compaction.enabled {
-                return Err(SessionError::CompactionNotOffered);
-            }
-            if inner.shutdown.is_cancelled() {
-                return Err(SessionError::Closed);
-            }
-            if st.doc.phase != Phase::Idle {
-                return Err(SessionError::Busy);
-            }
-            inner.enter_busy(&mut st);
+        summary: &str,
+        first_kept_entry_id: &str,
+        tokens_before: u64,
+    ) -> Result<(), SessionError> {
+        let mut st = self.inner.lock();
+        if st.doc.phase != Phase::Idle {
+            return Err(SessionError::Busy);
         }
-        let result = inner.compact_busy(instructions).await;
-        let ok = result.is_ok();
-        if let Some(turn) = inner.next_or_idle(ok) {
-            inner.spawn_driver(turn, None);
-        }
-        result
+        let context = st.doc.transcript.context();
+        // An earlier summary stands for entries before its own on the active path: keeping
+        // from it is not keeping a tail of the live context.
+        let after_summary = usize::from(matches!(
+            context.first().map(|e| &*e.message),
+            Some(AgentMessage::CompactionSummary(_))
+        ));
+        let cut = context
+            .iter()
+            .skip(after_summary)
+            .position(|e| &*e.id == first_kept_entry_id)
+            .ok_or_else(|| SessionError::UnknownEntry(first_kept_entry_id.to_owned()))?
+            + after_summary;
+        self.inner.record_compaction(
+            &mut st,
+            summary.to_owned(),
+            &context[cut..],
+            tokens_before,
+        )?;
+        Ok(())
     }
 }
 
@@ -86,7 +93,7 @@ impl Inner {
     }
 
     /// A compaction while the session is already busy (`phase: turn`).
-    async fn compact_busy(
+    pub(super) async fn compact_busy(
         &self,
         instructions: Option<&str>,
     ) -> Result<CompactionOutcome, SessionError> {

@@ -7,6 +7,7 @@ mod commands;
 mod compact;
 mod compaction;
 mod complete;
+mod driver;
 mod error;
 mod events;
 mod followup;

@@ -1,6 +1,8 @@
 //! A live session: its state, its persistence and its settings. The transcript itself is
-//! [`super::transcript`], the turn [`super::turn`], user commands [`super::commands`], and
-//! change delivery [`super::events`].
+//! [`super::transcript`] and change delivery [`super::events`] (below this file); the turn
+//! [`super::turn`], the busy stretch of turns and compactions [`super::driver`], compaction
+//! [`super::compact`], follow-ups [`super::followup`] and user commands [`super::commands`]
+//! (above it) add what a session does.
 //!
 //! All mutable state sits behind one mutex (`parking_lot`: a panic under it does not poison
 //! the session) that is never held across an `.await`. Every change happens under that lock together with its persistence (for settled
@@ -416,47 +418,6 @@ impl SessionRuntime {
         Ok(())
     }
 
-    /// Records a compaction with a summary written elsewhere: the model context's history
-    /// before `first_kept_entry_id` is replaced by `summary` (the file keeps everything, and
-    /// so does the view, which gains the `compactionSummary` item). To have the model write
-    /// the summary, use [`SessionRuntime::compact_now`].
-    ///
-    /// # Errors
-    /// [`SessionError::UnknownEntry`] when `first_kept_entry_id` is not a message of the
-    /// model context after the summary it starts with (nothing is recorded then);
-    /// [`SessionError::Busy`], [`SessionError::Store`].
-    pub fn compact(
-        &self,
-        summary: &str,
-        first_kept_entry_id: &str,
-        tokens_before: u64,
-    ) -> Result<(), SessionError> {
-        let mut st = self.inner.lock();
-        if st.doc.phase != Phase::Idle {
-            return Err(SessionError::Busy);
-        }
-        let context = st.doc.transcript.context();
-        // An earlier summary stands for entries before its own on the active path: keeping
-        // from it is not keeping a tail of the live context.
-        let after_summary = usize::from(matches!(
-            context.first().map(|e| &*e.message),
-            Some(AgentMessage::CompactionSummary(_))
-        ));
-        let cut = context
-            .iter()
-            .skip(after_summary)
-            .position(|e| &*e.id == first_kept_entry_id)
-            .ok_or_else(|| SessionError::UnknownEntry(first_kept_entry_id.to_owned()))?
-            + after_summary;
-        self.inner.record_compaction(
-            &mut st,
-            summary.to_owned(),
-            &context[cut..],
-            tokens_before,
-        )?;
-        Ok(())
-    }
-
     /// Lists a client as attached (presence); returns the id to detach it with.
     pub fn attach_client(&self, identity: &str) -> u64 {
         let mut st = self.inner.lock();
@@ -502,6 +463,16 @@ impl SessionRuntime {
 impl Inner {
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock()
+    }
+
+    /// Publishes `phase: turn` unless the session is in it already (a follow-up or a
+    /// compaction continuing a busy stretch publishes no idle in between).
+    pub(super) fn enter_busy(&self, st: &mut State) {
+        if st.doc.phase != Phase::Turn {
+            st.doc.phase = Phase::Turn;
+            st.emit(|_| Change::Phase(Phase::Turn));
+            self.phase.send_replace(Phase::Turn);
+        }
     }
 
     /// Appends a non-message entry on the active path.
