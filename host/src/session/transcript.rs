@@ -2,10 +2,11 @@
 //!
 //! Every message is held once, behind an [`Arc`]: the entry list (what the view shows, in
 //! order, with entry ids) and the model context (what the next model call reads, each message
-//! with the id of the journal entry it came from) share the same allocations, ids included.
-//! So a compaction takes the messages it keeps, and their ids, from the context itself. View items are never stored; [`TranscriptView::item`] borrows them out
-//! of the entries ([`ItemRef`]), so publishing, paging and snapshots read the transcript in
-//! place instead of keeping copies of it.
+//! with the id of the journal entry it is recorded in) share the same allocations, ids
+//! included, so a compaction takes the messages it keeps, and their ids, from the context
+//! itself. View items are never stored; [`TranscriptView::item`] borrows them out of the
+//! entries ([`ItemRef`]), so publishing, paging and snapshots read the transcript in place
+//! instead of keeping copies of it.
 //!
 //! The view differs from the model context in the ways `view.rs` describes (a streaming
 //! response and running tools are items; a tool call and its result are one `tool` item) and,
