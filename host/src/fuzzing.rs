@@ -9,12 +9,12 @@ use std::path::Path;
 
 use baton_protocol::fuzzing::ValueSource;
 
-use crate::message::{AgentMessage, UserMessage};
-use crate::provider::ThinkingLevel;
-use crate::session::{
-    EntryKind, FORMAT_VERSION, Loaded, SessionEntry, SessionHeader, active_path, parse_file,
-    rebuild,
+use crate::journal::{
+    EntryKind, FORMAT_VERSION, Loaded, SessionEntry, SessionHeader, active_path,
+    parse as parse_file, rebuild,
 };
+use crate::message::{AgentMessage, UserMessage};
+use crate::model_ref::ThinkingLevel;
 
 const PATH: &str = "fuzz.jsonl";
 

@@ -2,41 +2,48 @@
 //!
 //! The agent runtime behind a baton server: sessions, the agent loop, tools, model providers
 //! and durable transcripts. The server and client crates know nothing about any of this; the
-//! service adapter ([`service`]) publishes a [`session::SessionRuntime`]'s state and changes as chord
-//! services.
+//! service adapter ([`service`]) publishes a [`session::SessionRuntime`]'s state and changes
+//! as chord services.
 //!
 //! ```text
-//! SessionManager ── create / open (lazy) / list / remove ──▶ <dir>/<id>.jsonl
+//! SessionManager ── create / open (lazy) / list / remove ──▶ journal: <dir>/<id>.jsonl
 //!      │
 //!   SessionRuntime ── prompt / steer / abort / bash / setModel ── one transcript; changes to
 //!      │                                                 observers (service) and events
 //!      │
-//!   agent::run ── ModelContext (projected as it grows) ──▶ Provider (scripted | openai)
+//!   agent::run ── ModelContext (projected as it grows) ──▶ Provider (scripted | remote)
 //!      │                                              │ ProviderEvent stream
 //!      └── tool batch (read / write / edit / bash) ◀──┘
 //! ```
 //!
 //! * [`message`]: the model union ([`message::Message`]) and the application union
 //!   ([`message::AgentMessage`]).
+//! * [`ModelRef`], [`ThinkingLevel`]: which model a session uses and how hard it reasons.
+//! * [`journal`]: durable sessions: the sessions directory, each session's append-only JSONL
+//!   file of entries, and rebuilding a session's state from its entry tree.
 //! * [`projection`]: rich → model messages, kept up to date as the transcript grows and
 //!   shared with each call ([`projection::ModelContext`]); never fails, keeps tool
 //!   call/result pairing.
 //! * [`agent`]: the loop and its stop-reason semantics.
 //! * [`provider`]: the provider trait, the scripted default, the OpenAI-compatible and
-//!   Anthropic clients over HTTPS, provider configuration and the models file.
+//!   Anthropic clients over HTTPS, provider configuration, the models file and the registry
+//!   of offered models ([`provider::ModelRegistry`]).
 //! * [`tool`]: the tool trait, argument schemas and the coding tools.
-//! * [`session`]: JSONL persistence, resume, the live session: its one transcript (every
-//!   message held once, shared with the model context), its turn, its changes, and the named
-//!   limits that keep a session of any size watchable.
+//! * [`session`]: the live session over its journal: its one transcript (every message held
+//!   once, shared with the model context), its turn, its changes, compaction, and the named
+//!   limits that keep a session of any size watchable; the host's [`session::SessionManager`].
 //! * [`service`]: the `baton-server` host: `pi.session-management`, `pi.session-directory`,
 //!   `pi.models` and `pi.session`, with streamed text published as `a` ops.
 //! * [`clock`]: the only wall-clock read; ISO-8601 text.
 //!
+//! Dependencies point down: `service` → `session` → `agent` → `provider`, `tool`,
+//! `projection` → `message`; `session` and `agent` write through `journal`, which sits on
+//! `message`, the model choice and `clock` only.
+//!
 //! # Non-goals
 //! No listeners or wire code here (that is `baton-server`; [`service`] only implements its
 //! host traits), no provider beyond OpenAI-compatible Chat Completions and Anthropic Messages
-//! (both over HTTPS with rustls, see [`provider`]), no compaction *policy* (the entry and the
-//! rebuild rule exist; deciding when to summarise is left to a caller).
+//! (both over HTTPS with rustls, see [`provider`]).
 //!
 //! # Cancellation
 //! Dropping a [`session::RunHandle`] does not stop its turn; [`session::SessionRuntime::abort`]
@@ -49,8 +56,9 @@ pub mod clock;
 pub mod fuzzing;
 #[doc(hidden)]
 pub mod interop;
+pub mod journal;
 pub mod message;
-pub mod models;
+mod model_ref;
 pub mod projection;
 pub mod provider;
 pub mod service;
@@ -64,8 +72,8 @@ use std::pin::Pin;
 
 pub use agent::{AgentConfig, LoopEvent, RunContext, RunOutcome};
 pub use message::{AgentMessage, Message};
-pub use models::{ModelInfo, ModelRegistry};
-pub use provider::{ModelRef, Provider, ThinkingLevel};
+pub use model_ref::{ModelRef, ThinkingLevel};
+pub use provider::{ModelInfo, ModelRegistry, Provider};
 pub use session::{
     CreateOptions, HostConfig, SessionError, SessionEvent, SessionManager, SessionRuntime, Snapshot,
 };

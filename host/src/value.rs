@@ -80,14 +80,7 @@ pub fn to_clipped_value<T: Serialize + ?Sized>(
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
 pub fn prefix_at_boundary(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
+    &s[..s.floor_char_boundary(max)]
 }
 
 /// A byte range of one string, as [`read_string`] returns it.
@@ -135,17 +128,11 @@ struct Extract {
 }
 
 fn slice(s: &str, offset: usize, max: usize) -> Slice {
-    let mut start = offset.min(s.len());
-    while !s.is_char_boundary(start) {
-        start -= 1;
-    }
-    let mut end = start.saturating_add(max).min(s.len());
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
+    let start = s.floor_char_boundary(offset);
+    let mut end = s.floor_char_boundary(start.saturating_add(max));
     if end == start && start < s.len() {
         // `max` is smaller than the next character: return that one character.
-        end = start + s[start..].chars().next().map_or(0, char::len_utf8);
+        end = s.ceil_char_boundary(start + 1);
     }
     Slice {
         text: s[start..end].to_owned(),
@@ -726,6 +713,9 @@ mod tests {
         );
         let s = read_string(&m, &target, 1998, 100).unwrap().unwrap();
         assert_eq!((s.offset, s.end), (1998, 2000));
+        // A range shorter than the character it starts in still returns that character.
+        let s = read_string(&m, &target, 2, 1).unwrap().unwrap();
+        assert_eq!((s.text.as_str(), s.offset, s.end), ("\u{e9}", 2, 4));
         assert_eq!(
             read_string(&m, &vec![PathSegment::key("nope")], 0, 1).unwrap(),
             None

@@ -17,10 +17,11 @@ use std::time::Duration;
 
 use baton_client::{Client, ClientConfig, Endpoint, Subscription};
 use baton_host::clock::SystemClock;
-use baton_host::models::ModelRegistry;
+use baton_host::journal::FsyncPolicy;
+use baton_host::provider::ModelRegistry;
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::{ServiceHost, ServiceLimits};
-use baton_host::session::{FsyncPolicy, HostConfig, SessionManager};
+use baton_host::session::{HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
 use baton_protocol::chord::{ServiceCall, ServiceMode};
 use baton_protocol::{ErrorCode, ServerId, Value};
 use baton_server::{Listener, Server, ServerConfig};
@@ -163,9 +164,7 @@ impl Harness {
         config.fsync = FsyncPolicy::Never;
         let manager = SessionManager::new(
             config,
-            ModelRegistry::scripted(ScriptedConfig {
-                token_delay: Duration::ZERO,
-            }),
+            ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING)),
             Arc::new(SystemClock),
         )
         .unwrap();

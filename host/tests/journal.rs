@@ -20,12 +20,12 @@ use std::time::Duration;
 
 use baton_host::agent::RunError;
 use baton_host::clock::ManualClock;
+use baton_host::journal::{FsyncPolicy, LOCK_FILE, SessionFile, SessionsDir, StoreError};
 use baton_host::message::{AgentMessage, UserContent};
-use baton_host::models::ModelRegistry;
+use baton_host::provider::ModelRegistry;
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::session::{
-    CreateOptions, FsyncPolicy, HostConfig, LOCK_FILE, SessionError, SessionFile, SessionManager,
-    SessionsDir, StoreError,
+    CreateOptions, HostConfig, SUMMARY_REQUEST_OPENING, SessionError, SessionManager,
 };
 use baton_testkit::Need;
 
@@ -39,9 +39,7 @@ fn manager(sessions: &Path, cwd: &Path, fsync: FsyncPolicy) -> Result<SessionMan
     config.fsync = fsync;
     SessionManager::new(
         config,
-        ModelRegistry::scripted(ScriptedConfig {
-            token_delay: Duration::ZERO,
-        }),
+        ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING)),
         Arc::new(ManualClock::new(1_748_568_000_000, 1)),
     )
 }
@@ -247,7 +245,7 @@ async fn full_disk_inside_a_tmpfs() {
     // Straight through the journal, with an entry far larger than the space left.
     let dir = SessionsDir::open(&tmpfs.join("raw"), FsyncPolicy::EveryEntry, 0).unwrap();
     let mut f = SessionFile::create(&dir, "6f1c2b7e-1d2a-4c3b-8a9d-0e1f2a3b4c5d", &cwd, 0).unwrap();
-    let kind = |text: &str| baton_host::session::EntryKind::Custom {
+    let kind = |text: &str| baton_host::journal::EntryKind::Custom {
         custom_type: "t".into(),
         data: baton_protocol::Value::from(text),
     };

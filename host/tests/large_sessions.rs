@@ -16,16 +16,17 @@ use std::time::Duration;
 
 use baton_client::{Client, ClientConfig, Endpoint, Subscription};
 use baton_host::clock::ManualClock;
+use baton_host::journal::FsyncPolicy;
 use baton_host::message::{
     AgentMessage, AssistantContent, AssistantMessage, StopReason, TextContent, ToolCall,
     ToolResultMessage, Usage, UserContent, UserMessage,
 };
-use baton_host::models::ModelRegistry;
+use baton_host::provider::ModelRegistry;
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::ServiceHost;
 use baton_host::session::{
-    DEFAULT_TRANSCRIPT_WINDOW, FsyncPolicy, HostConfig, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES,
-    SessionManager,
+    DEFAULT_TRANSCRIPT_WINDOW, HostConfig, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES,
+    SUMMARY_REQUEST_OPENING, SessionManager,
 };
 use baton_protocol::chord::{ServiceCall, ServiceMode};
 use baton_protocol::{ErrorCode, ServerId, Value};
@@ -88,9 +89,7 @@ impl Harness {
         config.session.compaction.auto = false;
         let manager = SessionManager::new(
             config,
-            ModelRegistry::scripted(ScriptedConfig {
-                token_delay: Duration::ZERO,
-            }),
+            ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING)),
             Arc::new(ManualClock::new(1_748_568_000_000, 1)),
         )
         .unwrap();

@@ -20,10 +20,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_host::clock::SystemClock;
-use baton_host::models::ModelRegistry;
+use baton_host::journal::FsyncPolicy;
+use baton_host::provider::ModelRegistry;
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::{AccessPolicy, ServiceHost};
-use baton_host::session::{FsyncPolicy, HostConfig, SessionManager};
+use baton_host::session::{HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
 use baton_protocol::codec::ServerMessageDecoder;
 use baton_protocol::{
     Id, Outcome, Response, ServerMessage, ServiceUpdate, SessionTarget, Target, Value, WireError,
@@ -60,9 +61,10 @@ impl Harness {
         config.fsync = FsyncPolicy::Never;
         let manager = SessionManager::new(
             config,
-            ModelRegistry::scripted(ScriptedConfig {
-                token_delay: Duration::from_millis(1),
-            }),
+            ModelRegistry::scripted(ScriptedConfig::new(
+                Duration::from_millis(1),
+                SUMMARY_REQUEST_OPENING,
+            )),
             Arc::new(SystemClock),
         )
         .unwrap();

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use baton_client::{Client, ClientConfig, Endpoint, SubscriptionEvent};
 use baton_host::clock::SystemClock;
-use baton_host::models::ModelRegistry;
-use baton_host::provider::scripted::ScriptedConfig;
+use baton_host::provider::ModelRegistry;
+use baton_host::provider::scripted::{DEFAULT_TOKEN_DELAY, ScriptedConfig};
 use baton_host::service::ServiceHost;
-use baton_host::session::{HostConfig, SessionManager};
+use baton_host::session::{HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
 use baton_protocol::chord::{Op, ProviderUpdate, ServiceCall, ServiceMode};
 use baton_protocol::{Map, Value};
 use baton_server::{Listener, Server, ServerConfig};
@@ -125,7 +125,10 @@ pub(crate) async fn run() -> Result<(), Failure> {
     config.default_cwd = project;
     let manager = SessionManager::new(
         config,
-        ModelRegistry::scripted(ScriptedConfig::default()),
+        ModelRegistry::scripted(ScriptedConfig::new(
+            DEFAULT_TOKEN_DELAY,
+            SUMMARY_REQUEST_OPENING,
+        )),
         Arc::new(SystemClock),
     )
     .map_err(|e| Failure::from_error("cannot create the sessions directory", &e))?;

@@ -6,16 +6,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_host::ModelRef;
 use baton_host::clock::SystemClock;
-use baton_host::models::ModelRegistry;
-use baton_host::provider::ModelRef;
-use baton_host::provider::config::{
-    ModelSpec, ModelsFile, ProviderConfig, ProviderKind, build_provider, default_models_path,
-};
+use baton_host::provider::ModelRegistry;
+use baton_host::provider::config::{ModelSpec, ProviderConfig, ProviderKind};
+use baton_host::provider::models_file::{ModelsFile, build_provider, default_models_path};
 use baton_host::provider::probe::probe_and_warn;
-use baton_host::provider::scripted::ScriptedConfig;
+use baton_host::provider::scripted::{DEFAULT_TOKEN_DELAY, ScriptedConfig};
 use baton_host::service::{AccessPolicy, ServiceHost, ServiceLimits};
-use baton_host::session::{HostConfig, SessionManager};
+use baton_host::session::{HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
 use baton_host::tool::confinement_status;
 use baton_protocol::unix::BaseDir;
 use baton_protocol::{ServerId, unix};
@@ -225,7 +224,10 @@ pub(crate) fn random_server_id() -> Result<ServerId, Failure> {
 fn models(
     args: &ServeArgs,
 ) -> Result<(ModelRegistry, Option<ModelRef>, Vec<ProviderConfig>), Failure> {
-    let mut registry = ModelRegistry::scripted(ScriptedConfig::default());
+    let mut registry = ModelRegistry::scripted(ScriptedConfig::new(
+        DEFAULT_TOKEN_DELAY,
+        SUMMARY_REQUEST_OPENING,
+    ));
     let env = |name: &str| std::env::var(name).ok();
     let file = match &args.models {
         Some(path) => Some(ModelsFile::load(path).map_err(|e| Failure::new(e.to_string()))?),

@@ -21,21 +21,12 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use super::config::{AgentConfig, ToolExecution};
+use super::context::RunContext;
 use super::event::LoopEvent;
-use super::run::{AgentConfig, RunContext};
 use crate::message::{ToolCall, ToolResultMessage};
 use crate::spawn::spawn_tracked;
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
-
-/// How a batch runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ToolExecution {
-    /// All calls at once.
-    #[default]
-    Parallel,
-    /// One after another; an abort skips the calls not yet started.
-    Sequential,
-}
 
 /// A finished call.
 #[derive(Debug)]

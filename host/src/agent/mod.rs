@@ -15,13 +15,13 @@
 //! implements (persisting each settled message and publishing events). Cancellation is one
 //! [`tokio_util::sync::CancellationToken`] that reaches the provider stream and every running tool.
 
+mod config;
+mod context;
 mod event;
 mod exec;
 mod run;
 
+pub use config::{AgentConfig, ToolExecution};
+pub use context::RunContext;
 pub use event::LoopEvent;
-pub use exec::ToolExecution;
-pub use run::{AgentConfig, RunContext, RunError, RunOutcome, run};
-
-/// Text of the result given to every tool call of a `length`-truncated response.
-pub const LENGTH_FAILURE_TEXT: &str = "Tool call was not executed: the response was truncated by the output token limit (stop reason: length), so its arguments may be incomplete.";
+pub use run::{LENGTH_FAILURE_TEXT, RunError, RunOutcome, run};

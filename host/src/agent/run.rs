@@ -1,69 +1,19 @@
 //! The loop itself.
 
-use std::path::PathBuf;
-use std::sync::Arc;
-
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::LENGTH_FAILURE_TEXT;
+use super::config::AgentConfig;
+use super::context::RunContext;
 use super::event::LoopEvent;
-use super::exec::{Executed, ToolExecution, execute_batch};
+use super::exec::{Executed, execute_batch};
+use crate::journal::StoreError;
 use crate::message::{AgentMessage, AssistantMessage, StopReason, ToolResultMessage};
-use crate::projection::{ContextTransform, prepare_context};
-use crate::provider::{AssistantBuilder, ModelContext, ModelRequest, Provider, ThinkingLevel};
-use crate::session::StoreError;
-use crate::tool::ToolSet;
+use crate::projection::prepare_context;
+use crate::provider::{AssistantBuilder, ModelRequest};
 
-/// Everything a run needs besides its context.
-#[derive(Debug, Clone)]
-pub struct AgentConfig {
-    /// The model provider.
-    pub provider: Arc<dyn Provider>,
-    /// Model id within the provider.
-    pub model: String,
-    /// System prompt.
-    pub system_prompt: String,
-    /// Reasoning effort.
-    pub thinking: ThinkingLevel,
-    /// Callable tools.
-    pub tools: ToolSet,
-    /// Optional rich → rich transform before each projection. With one, every model call
-    /// copies and projects the whole context (O(n)); without, it takes the session's
-    /// incrementally projected context (O(1)).
-    pub transform: Option<Arc<dyn ContextTransform>>,
-    /// Parallel or sequential batches.
-    pub tool_execution: ToolExecution,
-    /// Working directory for tools.
-    pub cwd: PathBuf,
-    /// Where tools keep artefacts (full bash output).
-    pub artifacts_dir: PathBuf,
-}
-
-/// The loop's view of the session: read the transcript, append settled messages, publish
-/// transient events, collect steering.
-pub trait RunContext: Send + Sync {
-    /// The model context now, projected and shared (O(1): a reference count, not a copy).
-    /// Read for every model call without a [`ContextTransform`]. Must equal
-    /// [`crate::projection::project`] of [`RunContext::messages`]; keep a
-    /// [`crate::projection::ContextProjector`] next to the messages to get it cheaply.
-    fn model_context(&self) -> ModelContext;
-    /// The runtime transcript now, as a shared snapshot (O(1): the list is not copied). Read
-    /// only when a [`ContextTransform`] is configured, which then copies it.
-    fn messages(&self) -> Arc<Vec<Arc<AgentMessage>>>;
-    /// Appends a settled message (persisting it first where the context is durable).
-    ///
-    /// # Errors
-    /// The message could not be persisted; the run stops.
-    fn append(&self, message: AgentMessage) -> Result<(), StoreError>;
-    /// Publishes a transient event.
-    fn emit(&self, event: LoopEvent);
-    /// Takes queued steering messages. With `last_chance`, an empty queue also means the run
-    /// is about to end: the context must refuse later steering rather than queue it.
-    fn take_steering(&self, last_chance: bool) -> Vec<AgentMessage>;
-    /// Wall-clock milliseconds for timestamps.
-    fn now_ms(&self) -> u64;
-}
+/// Text of the result given to every tool call of a `length`-truncated response.
+pub const LENGTH_FAILURE_TEXT: &str = "Tool call was not executed: the response was truncated by the output token limit (stop reason: length), so its arguments may be incomplete.";
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]

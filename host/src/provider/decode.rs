@@ -5,7 +5,7 @@ use baton_protocol::{Map, Value};
 use serde_json::Value as Json;
 
 use super::ProviderEvent;
-use super::config::ModelCost;
+use super::cost::ModelCost;
 use crate::message::Usage;
 
 /// The part of a decoder's state every API has: the endpoint its errors name, the model's

@@ -10,7 +10,8 @@
 //! * [`scripted`]: the embedded, deterministic, offline default.
 //! * [`openai`]: OpenAI-compatible Chat Completions (OpenAI, vLLM, llama.cpp, Ollama).
 //! * [`anthropic`]: Anthropic Messages.
-//! * [`config`]: [`config::ProviderConfig`] and the models file.
+//! * [`config`]: [`config::ProviderConfig`] (how to reach an API) and [`config::ModelSpec`].
+//! * [`models_file`]: the models file, registered into the [`ModelRegistry`].
 //! * [`transport`]: the shared HTTPS client (reqwest + rustls), timeouts, endpoint naming.
 //! * [`retry`]: 429/5xx and connection retries before the first token, capped backoff,
 //!   `Retry-After`.
@@ -22,9 +23,12 @@
 pub mod anthropic;
 mod assemble;
 pub mod config;
+mod cost;
 mod decode;
+pub mod models_file;
 pub mod openai;
 pub mod probe;
+mod registry;
 mod remote;
 pub mod retry;
 pub mod scripted;
@@ -34,93 +38,18 @@ pub mod transport;
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::BoxFuture;
 use crate::message::{StopReason, ToolCall, Usage};
+use crate::model_ref::ThinkingLevel;
 use crate::tool::ToolSpec;
 
 pub use crate::message::MessageRef;
 pub use crate::projection::ModelContext;
 pub use assemble::{AssistantBuilder, StreamUpdate};
-
-/// Which model a session uses: provider id plus model id.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ModelRef {
-    /// Provider id (`scripted`, `openai`).
-    pub provider: String,
-    /// Model id within the provider.
-    pub id: String,
-}
-
-impl ModelRef {
-    /// A reference.
-    pub fn new(provider: impl Into<String>, id: impl Into<String>) -> Self {
-        Self {
-            provider: provider.into(),
-            id: id.into(),
-        }
-    }
-
-    /// The embedded scripted model.
-    pub fn scripted() -> Self {
-        Self::new(scripted::PROVIDER_ID, scripted::MODEL_ID)
-    }
-}
-
-impl fmt::Display for ModelRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.provider, self.id)
-    }
-}
-
-/// How much the model should reason.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ThinkingLevel {
-    /// No reasoning.
-    #[default]
-    Off,
-    /// Minimal.
-    Minimal,
-    /// Low.
-    Low,
-    /// Medium.
-    Medium,
-    /// High.
-    High,
-    /// Extra high.
-    Xhigh,
-}
-
-impl ThinkingLevel {
-    /// The wire text.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Off => "off",
-            Self::Minimal => "minimal",
-            Self::Low => "low",
-            Self::Medium => "medium",
-            Self::High => "high",
-            Self::Xhigh => "xhigh",
-        }
-    }
-
-    /// Parses the wire text.
-    pub fn parse(text: &str) -> Option<Self> {
-        [
-            Self::Off,
-            Self::Minimal,
-            Self::Low,
-            Self::Medium,
-            Self::High,
-            Self::Xhigh,
-        ]
-        .into_iter()
-        .find(|l| l.as_str() == text)
-    }
-}
+pub use cost::ModelCost;
+pub use registry::{ModelInfo, ModelMeta, ModelRegistry};
 
 /// One model call.
 #[derive(Debug, Clone, PartialEq)]

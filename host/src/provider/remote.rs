@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio_util::sync::CancellationToken;
 
-use super::config::{ModelCost, ModelSpec, ProviderConfig};
+use super::config::{ModelSpec, ProviderConfig};
+use super::cost::ModelCost;
 use super::retry::RetryPolicy;
 use super::stream::{Call, Decoder, HttpStream};
 use super::transport::{ProviderUrl, Timeouts, build_client};

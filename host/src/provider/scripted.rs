@@ -5,7 +5,8 @@
 //! * a user message containing `read PATH` → calls `read` with `PATH`;
 //! * other user text → a short direct answer;
 //! * tool results → an answer quoting the result;
-//! * a compaction's summarisation request → a summary listing what the user asked.
+//! * a summarisation request (a user message starting with
+//!   [`ScriptedConfig::summary_request_opening`]) → a summary listing what the user asked.
 //!
 //! Every reply starts with a `thinking` block, then streams its text token by token (one
 //! word plus the whitespace after it per delta) with [`ScriptedConfig::token_delay`] between
@@ -21,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::{ModelRequest, Provider, ProviderEvent, ProviderStream};
 use crate::BoxFuture;
 use crate::message::{MessageRef, StopReason, ToolCall, Usage, joined_text};
+use crate::model_ref::ModelRef;
 use crate::projection::ModelContext;
 
 /// Provider id of the scripted model.
@@ -30,18 +32,45 @@ pub const MODEL_ID: &str = "default";
 /// Longest tool output quoted back.
 const QUOTE_LIMIT: usize = 2000;
 
+/// The pause between streamed tokens unless configured otherwise.
+pub const DEFAULT_TOKEN_DELAY: Duration = Duration::from_millis(15);
+
 /// Scripted model settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScriptedConfig {
     /// Pause between streamed tokens.
     pub token_delay: Duration,
+    /// How a summarisation request's text starts: a last user message that starts with it is
+    /// answered with a summary. A host passes its compaction's opening
+    /// (`session::SUMMARY_REQUEST_OPENING`); `None` treats no request as one.
+    pub summary_request_opening: Option<&'static str>,
+}
+
+impl ScriptedConfig {
+    /// `token_delay` between tokens, answering requests that start with
+    /// `summary_request_opening` with a summary.
+    pub fn new(token_delay: Duration, summary_request_opening: &'static str) -> Self {
+        Self {
+            token_delay,
+            summary_request_opening: Some(summary_request_opening),
+        }
+    }
 }
 
 impl Default for ScriptedConfig {
+    /// [`DEFAULT_TOKEN_DELAY`], recognising no summarisation request.
     fn default() -> Self {
         Self {
-            token_delay: Duration::from_millis(15),
+            token_delay: DEFAULT_TOKEN_DELAY,
+            summary_request_opening: None,
         }
+    }
+}
+
+impl ModelRef {
+    /// The embedded scripted model.
+    pub fn scripted() -> Self {
+        Self::new(PROVIDER_ID, MODEL_ID)
     }
 }
 
@@ -69,7 +98,7 @@ impl Provider for ScriptedProvider {
 
     fn stream(&self, request: ModelRequest, _cancel: CancellationToken) -> Box<dyn ProviderStream> {
         Box::new(ScriptedStream {
-            events: script(&request).into(),
+            events: script(&self.config, &request).into(),
             delay: self.config.token_delay,
             started: false,
         })
@@ -118,8 +147,8 @@ enum Plan {
 }
 
 /// The complete, deterministic event list for `request`.
-pub fn script(request: &ModelRequest) -> Vec<ProviderEvent> {
-    let plan = plan(&request.messages);
+pub fn script(config: &ScriptedConfig, request: &ModelRequest) -> Vec<ProviderEvent> {
+    let plan = plan(&request.messages, config.summary_request_opening);
     let mut events = Vec::new();
     let (thinking, text) = match &plan {
         Plan::Call { thinking, text, .. } | Plan::Answer { thinking, text } => (thinking, text),
@@ -158,7 +187,7 @@ pub fn script(request: &ModelRequest) -> Vec<ProviderEvent> {
     events
 }
 
-fn plan(messages: &ModelContext) -> Plan {
+fn plan(messages: &ModelContext, summary_request_opening: Option<&str>) -> Plan {
     let results: Vec<_> = messages
         .iter()
         .rev()
@@ -199,7 +228,8 @@ fn plan(messages: &ModelContext) -> Plan {
         };
     };
     let prompt = joined_text(&user.content);
-    if let Some(summary) = summary_of(&prompt) {
+    if let Some(summary) = summary_request_opening.and_then(|opening| summary_of(opening, &prompt))
+    {
         return Plan::Answer {
             thinking: "This is a summarisation request; I will list what the user asked.".into(),
             text: summary,
@@ -232,10 +262,11 @@ fn plan(messages: &ModelContext) -> Plan {
     }
 }
 
-/// A compaction's summarisation request (`crate::session::summary_prompt`) → a
-/// deterministic summary: how many messages it covers and every user line, in order.
-fn summary_of(prompt: &str) -> Option<String> {
-    let body = prompt.strip_prefix(crate::session::SUMMARY_REQUEST_OPENING)?;
+/// A summarisation request (a compaction's: `opening`, the conversation as `User: …` and
+/// other lines, then `</conversation>`) → a deterministic summary: how many messages it
+/// covers and every user line, in order.
+fn summary_of(opening: &str, prompt: &str) -> Option<String> {
+    let body = prompt.strip_prefix(opening)?;
     let body = body.split("\n</conversation>").next().unwrap_or(body);
     let asked: Vec<&str> = body
         .lines()
@@ -279,11 +310,7 @@ fn quote(body: &str) -> String {
     if body.len() <= QUOTE_LIMIT {
         return body.to_owned();
     }
-    let mut end = QUOTE_LIMIT;
-    while !body.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n…", &body[..end])
+    format!("{}\n…", &body[..body.floor_char_boundary(QUOTE_LIMIT)])
 }
 
 fn message_chars(m: MessageRef<'_>) -> usize {
@@ -315,7 +342,7 @@ fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
 mod tests {
     use super::*;
     use crate::message::{Message, ToolResultMessage, UserContent, UserMessage};
-    use crate::provider::ThinkingLevel;
+    use crate::model_ref::ThinkingLevel;
 
     fn request(messages: Vec<Message>) -> ModelRequest {
         ModelRequest {
@@ -341,12 +368,18 @@ mod tests {
     #[test]
     fn same_request_yields_identical_events() {
         let r = request(vec![user("please run `echo hi` now")]);
-        assert_eq!(script(&r), script(&r));
+        assert_eq!(
+            script(&ScriptedConfig::default(), &r),
+            script(&ScriptedConfig::default(), &r)
+        );
     }
 
     #[test]
     fn run_request_becomes_a_bash_call_after_thinking_and_text() {
-        let events = script(&request(vec![user("please run `ls -la` now")]));
+        let events = script(
+            &ScriptedConfig::default(),
+            &request(vec![user("please run `ls -la` now")]),
+        );
         assert!(matches!(events[0], ProviderEvent::ThinkingDelta(_)));
         let call = call_of(&events).unwrap();
         assert_eq!(call.name, "bash");
@@ -362,7 +395,10 @@ mod tests {
 
     #[test]
     fn read_request_becomes_a_read_call() {
-        let events = script(&request(vec![user("Please read src/main.rs.")]));
+        let events = script(
+            &ScriptedConfig::default(),
+            &request(vec![user("Please read src/main.rs.")]),
+        );
         let call = call_of(&events).unwrap();
         assert_eq!(call.name, "read");
         assert_eq!(call.arguments.to_json(), r#"{"path":"src/main.rs"}"#);
@@ -370,17 +406,20 @@ mod tests {
 
     #[test]
     fn tool_result_is_answered_by_quoting_it() {
-        let events = script(&request(vec![
-            user("run `echo hi`"),
-            Message::ToolResult(ToolResultMessage {
-                tool_call_id: "c".into(),
-                tool_name: "bash".into(),
-                content: vec![UserContent::text("hi")],
-                details: None,
-                is_error: false,
-                timestamp: 0,
-            }),
-        ]));
+        let events = script(
+            &ScriptedConfig::default(),
+            &request(vec![
+                user("run `echo hi`"),
+                Message::ToolResult(ToolResultMessage {
+                    tool_call_id: "c".into(),
+                    tool_name: "bash".into(),
+                    content: vec![UserContent::text("hi")],
+                    details: None,
+                    is_error: false,
+                    timestamp: 0,
+                }),
+            ]),
+        );
         let text: String = events
             .iter()
             .filter_map(|e| match e {
@@ -390,6 +429,36 @@ mod tests {
             .collect();
         assert_eq!(text, "Here is the result of `bash`:\n```\nhi\n```");
         assert!(call_of(&events).is_none());
+    }
+
+    fn text_of(events: &[ProviderEvent]) -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                ProviderEvent::TextDelta(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_summarisation_request_is_recognised_by_the_configured_opening_only() {
+        let prompt =
+            "<<summarise>>\nUser: fix the bug\n\nAssistant: done\n</conversation>\n\nWrite it.";
+        let r = request(vec![user(prompt)]);
+        let summarising = ScriptedConfig::new(Duration::ZERO, "<<summarise>>\n");
+        assert_eq!(
+            text_of(&script(&summarising, &r)),
+            "Summary of 2 earlier message(s). The user asked: fix the bug."
+        );
+        // Without an opening, or with another one, it is an ordinary prompt.
+        let other = ScriptedConfig::new(Duration::ZERO, "<conversation>\n");
+        for config in [ScriptedConfig::default(), other] {
+            assert!(
+                text_of(&script(&config, &r)).starts_with("You said: <<summarise>>"),
+                "{config:?}"
+            );
+        }
     }
 
     #[test]
@@ -402,6 +471,7 @@ mod tests {
     async fn tokens_are_paced_by_the_configured_delay() {
         let p = ScriptedProvider::new(ScriptedConfig {
             token_delay: Duration::from_millis(10),
+            ..ScriptedConfig::default()
         });
         let start = tokio::time::Instant::now();
         let mut s = p.stream(request(vec![user("hello there")]), CancellationToken::new());

@@ -6,7 +6,7 @@ use baton_protocol::{Map, Value};
 use baton_server::ServiceError;
 
 use super::errors::invalid;
-use crate::provider::ModelRef;
+use crate::model_ref::ModelRef;
 use crate::session::MAX_PROMPT_BYTES;
 
 /// Checks that `args` has exactly `n` elements.

@@ -465,7 +465,7 @@ impl View {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::ModelRef;
+    use crate::model_ref::ModelRef;
 
     fn meta(id: &str) -> SessionMeta {
         SessionMeta {

@@ -129,7 +129,7 @@ mod tests {
         );
         let failed = service_error(SessionError::Compaction("HTTP 500".into()));
         assert!(failed.to_wire().message.contains("HTTP 500"));
-        let internal = service_error(SessionError::Store(crate::session::StoreError::Exists(
+        let internal = service_error(SessionError::Store(crate::journal::StoreError::Exists(
             "private".into(),
         )));
         assert!(internal.is(ErrorCode::InternalError));

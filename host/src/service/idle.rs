@@ -308,10 +308,11 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
-    use crate::models::ModelRegistry;
+    use crate::journal::FsyncPolicy;
+    use crate::provider::ModelRegistry;
     use crate::provider::scripted::ScriptedConfig;
     use crate::service::{ServiceHost, ServiceLimits, SessionKey};
-    use crate::session::{CreateOptions, FsyncPolicy, HostConfig, SessionManager};
+    use crate::session::{CreateOptions, HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
 
     /// A host over one created session, with no idle reaper (the tests close by hand).
     fn host(dir: &std::path::Path) -> (ServiceHost, String) {
@@ -331,9 +332,7 @@ mod tests {
         config.fsync = FsyncPolicy::Never;
         let manager = SessionManager::new(
             config,
-            ModelRegistry::scripted(ScriptedConfig {
-                token_delay: Duration::ZERO,
-            }),
+            ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING)),
             Arc::new(ManualClock::new(1_748_568_000_000, 1)),
         )
         .unwrap();

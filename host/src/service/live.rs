@@ -328,10 +328,11 @@ fn push_coalesced(ops: &mut Vec<Op>, op: Op) {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
-    use crate::models::ModelRegistry;
+    use crate::journal::FsyncPolicy;
+    use crate::provider::ModelRegistry;
     use crate::provider::scripted::ScriptedConfig;
     use crate::service::wire::session_state_value;
-    use crate::session::{CreateOptions, FsyncPolicy, HostConfig, SessionManager};
+    use crate::session::{CreateOptions, HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
     use crate::spawn::spawn_tracked;
     use std::time::Duration;
     use tokio_util::task::TaskTracker;
@@ -342,9 +343,7 @@ mod tests {
         config.fsync = FsyncPolicy::Never;
         SessionManager::new(
             config,
-            ModelRegistry::scripted(ScriptedConfig {
-                token_delay: Duration::ZERO,
-            }),
+            ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING)),
             Arc::new(ManualClock::new(1_748_568_000_000, 1)),
         )
         .unwrap()

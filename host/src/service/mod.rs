@@ -74,7 +74,9 @@ use live::LiveSession;
 use publish::Owner;
 use residency::{Residency, Resident};
 
-use crate::session::{SessionManager, StoreError};
+use crate::session::SessionManager;
+
+use crate::journal::StoreError;
 
 /// Serves a [`SessionManager`] through a `baton-server` [`Server`].
 /// Cheap to clone; clones share everything.

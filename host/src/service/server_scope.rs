@@ -14,7 +14,7 @@ use super::errors::{busy, invalid, service_error};
 use super::publish::{Owner, SubscriptionIds, snapshot};
 use super::wire::parse_model;
 use super::{Shared, directory};
-use crate::provider::ThinkingLevel;
+use crate::model_ref::ThinkingLevel;
 use crate::session::{CreateOptions, Phase};
 
 /// The session-management service id.

@@ -14,7 +14,7 @@ use super::errors::{invalid, service_error};
 use super::live::{LiveSession, MEMBER, SERVICE};
 use super::publish::{Owner, SubscriptionIds};
 use super::wire::{count_value, published_item};
-use crate::provider::ThinkingLevel;
+use crate::model_ref::ThinkingLevel;
 use crate::session::{
     MAX_COMPACT_INSTRUCTIONS_BYTES, MAX_PAGE_ITEMS, MAX_PUBLISHED_ITEM_BYTES, MAX_READ_BYTES,
 };

@@ -16,8 +16,8 @@
 use baton_protocol::chord::{Op, Path, PathSegment, apply, diff};
 use baton_protocol::{Map, Value};
 
-use crate::models::{ModelInfo, ModelMeta};
-use crate::provider::ModelRef;
+use crate::model_ref::ModelRef;
+use crate::provider::{ModelInfo, ModelMeta};
 use crate::session::{
     AttachedClient, BodyRef, Change, CompactionStatus, DEFAULT_TRANSCRIPT_WINDOW, FollowUp,
     ItemRef, MAX_PUBLISHED_ITEM_BYTES, Phase, SessionMeta, SessionState, ToolConfinement,
@@ -590,7 +590,7 @@ mod tests {
         AgentMessage, AssistantContent, AssistantMessage, StopReason, TextContent, Usage,
         UserMessage,
     };
-    use crate::provider::ThinkingLevel;
+    use crate::model_ref::ThinkingLevel;
     use crate::session::{Activity, Transcript};
     use crate::session::{ItemBody, TranscriptItem};
 

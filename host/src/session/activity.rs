@@ -7,9 +7,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::events::Change;
-use super::runtime::SessionRuntime;
-
 /// Most follow-up prompts queued at once; more are refused (`busy`, naming the limit).
 pub const MAX_QUEUED_FOLLOW_UPS: usize = 32;
 
@@ -117,36 +114,9 @@ impl Activity {
     }
 }
 
-impl SessionRuntime {
-    /// Lists a client as attached (presence); returns the id to detach it with.
-    pub fn attach_client(&self, identity: &str) -> u64 {
-        let mut st = self.inner.lock();
-        let (id, changed) = st.doc.activity.attach(identity);
-        if changed {
-            st.emit(|d| Change::Attached(&d.activity.attached));
-        }
-        id
-    }
-
-    /// Removes attachment `id` from the presence list (a second call is quiet).
-    pub fn detach_client(&self, id: u64) {
-        let mut st = self.inner.lock();
-        if st.doc.activity.detach(id) {
-            st.emit(|d| Change::Attached(&d.activity.attached));
-        }
-    }
-}
-
 /// `text` cut to at most `max` bytes at a character boundary.
 fn clip(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
+    text[..text.floor_char_boundary(max)].to_owned()
 }
 
 #[cfg(test)]

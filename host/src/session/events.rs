@@ -17,7 +17,7 @@ use super::activity::{AttachedClient, CompactionStatus, FollowUp};
 use super::transcript::TranscriptView;
 use super::view::{Phase, SessionEvent, SessionEventKind, TranscriptItem};
 use crate::message::AssistantContent;
-use crate::provider::{ModelRef, ThinkingLevel};
+use crate::model_ref::{ModelRef, ThinkingLevel};
 
 /// One change, borrowed from the session state it was applied to.
 ///

@@ -4,8 +4,8 @@
 //!
 //! ```text
 //! <sessions_dir>/            mode 0700, owned by the host's user
-//!   .lock                    flock'ed by the running host; names it (see `session::dir`)
-//!   <sessionId>.jsonl        header line + entries, mode 0600 (see `session::file`)
+//!   .lock                    flock'ed by the running host; names it (see `journal::SessionsDir`)
+//!   <sessionId>.jsonl        header line + entries, mode 0600 (see `journal::SessionFile`)
 //!   <sessionId>.artifacts/   full outputs of truncated bash commands
 //! ```
 //!
@@ -31,16 +31,15 @@ use ring::rand::{SecureRandom, SystemRandom};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::dir::{DurableHandle, FsyncPolicy, SessionsDir};
-use super::entry::EntryKind;
-use super::error::{SessionError, StoreError};
-use super::file::SessionFile;
+use super::error::SessionError;
 use super::runtime::{SessionConfig, SessionMeta, SessionParts, SessionRuntime};
-use super::tree::rebuild;
 use super::view::Phase;
 use crate::clock::Clock;
-use crate::models::ModelRegistry;
-use crate::provider::{ModelRef, ThinkingLevel};
+use crate::journal::{
+    DurableHandle, EntryKind, FsyncPolicy, SessionFile, SessionsDir, StoreError, rebuild,
+};
+use crate::model_ref::{ModelRef, ThinkingLevel};
+use crate::provider::ModelRegistry;
 
 /// Host-wide settings.
 #[derive(Debug, Clone)]
@@ -501,6 +500,7 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::provider::scripted::ScriptedConfig;
+    use crate::session::SUMMARY_REQUEST_OPENING;
 
     fn manager(sessions: &Path, cwd: &Path) -> SessionManager {
         let mut config = HostConfig::new(sessions);
@@ -508,9 +508,7 @@ mod tests {
         config.fsync = FsyncPolicy::EveryEntry;
         SessionManager::new(
             config,
-            ModelRegistry::scripted(ScriptedConfig {
-                token_delay: Duration::ZERO,
-            }),
+            ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING)),
             Arc::new(ManualClock::new(1_748_568_000_000, 1)),
         )
         .unwrap()

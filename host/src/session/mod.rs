@@ -1,20 +1,20 @@
-//! Durable sessions: the JSONL entry tree, rebuilding on open, and the live runtime.
+//! Live sessions: the runtime over a session's journal ([`crate::journal`]): its one
+//! transcript, its turn, its changes, its commands and compaction, and the host's manager of
+//! them.
 
 mod activity;
 mod commands;
+mod compact;
 mod compaction;
 mod complete;
-mod dir;
-mod entry;
+mod driver;
 mod error;
 mod events;
-mod file;
 mod followup;
 mod limits;
 mod manager;
 mod runtime;
 mod transcript;
-mod tree;
 mod turn;
 mod view;
 
@@ -36,14 +36,9 @@ pub use compaction::{
 pub use complete::{
     Completions, MAX_COMPLETION_PREFIX_BYTES, MAX_COMPLETIONS, MAX_SCANNED_ENTRIES, PathCompletion,
 };
-pub use dir::{DIR_MODE, DurableHandle, FILE_MODE, FsyncPolicy, LOCK_FILE, SessionsDir};
-pub use entry::{EntryKind, FORMAT_VERSION, SessionEntry, SessionHeader};
-pub use error::{SessionError, StoreError};
+pub use error::SessionError;
 pub use events::{Change, ObserverId, SessionObserver};
-pub use file::{Loaded, SessionFile};
 pub use followup::FollowUpOutcome;
-// The pure reader behind `SessionFile::open`, for `crate::fuzzing`.
-pub(crate) use file::parse as parse_file;
 pub use limits::{
     DEFAULT_TRANSCRIPT_WINDOW, MAX_PAGE_ITEMS, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES,
     MAX_READ_BYTES,
@@ -57,7 +52,6 @@ pub use transcript::TranscriptView;
 // The transcript itself, for the service's mapping tests.
 #[cfg(test)]
 pub(crate) use transcript::Transcript;
-pub use tree::{Rebuilt, active_path, rebuild};
 pub use turn::{PromptOutcome, RunHandle};
 pub use view::{
     AssistantStatus, BodyRef, ItemBody, ItemRef, Phase, SessionEvent, SessionEventKind,

@@ -1,9 +1,11 @@
 //! A live session: its state, its persistence and its settings. The transcript itself is
-//! [`super::transcript`], the turn [`super::turn`], user commands [`super::commands`], and
-//! change delivery [`super::events`].
+//! [`super::transcript`] and change delivery [`super::events`] (below this file); the turn
+//! [`super::turn`], the busy stretch of turns and compactions [`super::driver`], compaction
+//! [`super::compact`], follow-ups [`super::followup`] and user commands [`super::commands`]
+//! (above it) add what a session does.
 //!
-//! All mutable state sits behind one `std::sync::Mutex` that is never held across an
-//! `.await`. Every change happens under that lock together with its persistence (for settled
+//! All mutable state sits behind one mutex (`parking_lot`: a panic under it does not poison
+//! the session) that is never held across an `.await`. Every change happens under that lock together with its persistence (for settled
 //! messages) and the delivery of its numbered change, so a subscriber that takes a
 //! [`Snapshot`] and then applies the events with a greater `seq` always sees exactly the
 //! session's state, and an observer registered with [`SessionRuntime::observe`] sees every change
@@ -27,7 +29,9 @@
 //!   never split.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
@@ -36,19 +40,17 @@ use tokio_util::task::TaskTracker;
 
 use super::activity::Activity;
 use super::compaction::CompactionSettings;
-use super::entry::EntryKind;
-use super::error::{SessionError, StoreError};
+use super::error::SessionError;
 use super::events::{Change, ObserverId, Outlets, SessionObserver};
-use super::file::SessionFile;
 use super::transcript::{Transcript, TranscriptView};
-use super::tree::Rebuilt;
 use super::view::{Phase, SessionEvent, Snapshot, ToolConfinement};
 use crate::agent::ToolExecution;
 use crate::clock::Clock;
+use crate::journal::{EntryKind, Rebuilt, SessionFile, StoreError};
 use crate::message::{AgentMessage, BashExecutionMessage};
-use crate::models::ModelRegistry;
+use crate::model_ref::{ModelRef, ThinkingLevel};
 use crate::projection::ContextTransform;
-use crate::provider::{ModelRef, ThinkingLevel};
+use crate::provider::ModelRegistry;
 use crate::tool::{BashConfig, ToolSet, confinement_status};
 
 /// Default capacity of a session's event channel (a subscriber that falls further behind
@@ -416,52 +418,38 @@ impl SessionRuntime {
         Ok(())
     }
 
-    /// Records a compaction with a summary written elsewhere: history before
-    /// `first_kept_entry_id` is replaced by `summary` in the model context (the file keeps
-    /// everything, and so does the view, which gains the `compactionSummary` item). To have
-    /// the model write the summary, use [`SessionRuntime::compact_now`].
-    ///
-    /// # Errors
-    /// [`SessionError::Busy`], [`SessionError::Store`].
-    pub fn compact(
-        &self,
-        summary: &str,
-        first_kept_entry_id: &str,
-        tokens_before: u64,
-    ) -> Result<(), SessionError> {
+    /// Lists a client as attached (presence); returns the id to detach it with.
+    pub fn attach_client(&self, identity: &str) -> u64 {
         let mut st = self.inner.lock();
-        if st.doc.phase != Phase::Idle {
-            return Err(SessionError::Busy);
+        let (id, changed) = st.doc.activity.attach(identity);
+        if changed {
+            st.emit(|d| Change::Attached(&d.activity.attached));
         }
-        let st = &mut *st;
-        let id = self.inner.record_entry(
-            st,
-            EntryKind::Compaction {
-                summary: summary.to_owned(),
-                first_kept_entry_id: first_kept_entry_id.to_owned(),
-                tokens_before,
-            },
-        )?;
-        let loaded = SessionFile::read(st.file.path())?;
-        let rebuilt = super::tree::rebuild(&loaded.entries);
-        // The view shows the summary where it happened; the context starts from it.
-        if let Some((_, message)) = rebuilt.messages.iter().find(|(i, _)| *i == id) {
-            let index = st
-                .doc
-                .transcript
-                .push_settled(id.clone(), Arc::new(message.clone()));
-            st.doc.transcript.replace_context(rebuilt.messages);
-            st.emit(|_| Change::ItemAdded { index });
-        } else {
-            st.doc.transcript.replace_context(rebuilt.messages);
+        id
+    }
+
+    /// Removes attachment `id` from the presence list (a second call is quiet).
+    pub fn detach_client(&self, id: u64) {
+        let mut st = self.inner.lock();
+        if st.doc.activity.detach(id) {
+            st.emit(|d| Change::Attached(&d.activity.attached));
         }
-        Ok(())
     }
 
     /// Waits until no turn is running.
     pub async fn wait_idle(&self) {
         let mut rx = self.inner.phase.subscribe();
         let _ = rx.wait_for(|p| *p == Phase::Idle).await;
+    }
+
+    /// Aborts the running turn (or compaction) and user commands. Returns whether a turn was
+    /// running. Queued follow-ups stay queued: an aborted turn sends none of them (see
+    /// [`SessionRuntime::follow_up`]).
+    pub fn abort(&self) -> bool {
+        let mut st = self.inner.lock();
+        st.abort.cancel();
+        st.abort = self.inner.shutdown.child_token();
+        st.doc.phase == Phase::Turn
     }
 
     /// Aborts everything and waits for the session's tasks to finish.
@@ -474,7 +462,17 @@ impl SessionRuntime {
 
 impl Inner {
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock()
+    }
+
+    /// Publishes `phase: turn` unless the session is in it already (a follow-up or a
+    /// compaction continuing a busy stretch publishes no idle in between).
+    pub(super) fn enter_busy(&self, st: &mut State) {
+        if st.doc.phase != Phase::Turn {
+            st.doc.phase = Phase::Turn;
+            st.emit(|_| Change::Phase(Phase::Turn));
+            self.phase.send_replace(Phase::Turn);
+        }
     }
 
     /// Appends a non-message entry on the active path.
@@ -488,7 +486,16 @@ impl Inner {
         st: &mut State,
         kind: EntryKind,
     ) -> Result<String, StoreError> {
-        let now = self.clock.now_ms();
+        self.record_entry_at(st, self.clock.now_ms(), kind)
+    }
+
+    /// [`Inner::record_entry`] at time `now` (Unix ms).
+    pub(super) fn record_entry_at(
+        &self,
+        st: &mut State,
+        now: u64,
+        kind: EntryKind,
+    ) -> Result<String, StoreError> {
         let e = st.file.append_new(st.leaf.as_deref(), now, kind)?;
         st.leaf = Some(e.id.clone());
         st.updated_at = e.timestamp;

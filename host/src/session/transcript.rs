@@ -1,30 +1,51 @@
 //! A session's one authoritative transcript.
 //!
 //! Every message is held once, behind an [`Arc`]: the entry list (what the view shows, in
-//! order, with entry ids) and the model context (what the next model call reads) share the
-//! same allocations. View items are never stored; [`TranscriptView::item`] borrows them out
-//! of the entries ([`ItemRef`]), so publishing, paging and snapshots read the transcript in
-//! place instead of keeping copies of it.
+//! order, with entry ids) and the model context (what the next model call reads, each message
+//! with the id of the journal entry it is recorded in) share the same allocations, ids
+//! included, so a compaction takes the messages it keeps, and their ids, from the context
+//! itself. View items are never stored; [`TranscriptView::item`] borrows them out of the
+//! entries ([`ItemRef`]), so publishing, paging and snapshots read the transcript in place
+//! instead of keeping copies of it.
 //!
 //! The view differs from the model context in the ways `view.rs` describes (a streaming
 //! response and running tools are items; a tool call and its result are one `tool` item) and,
 //! after a compaction, in length: the context then starts at the summary while the entries
 //! keep everything.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::activity::{Activity, AttachedClient, CompactionStatus, FollowUp};
 use super::view::{BodyRef, ItemRef, Phase, SessionState, ToolConfinement, TranscriptItem};
 use crate::message::{AgentMessage, AssistantContent, AssistantMessage, ToolCall};
+use crate::model_ref::{ModelRef, ThinkingLevel};
 use crate::projection::{ContextProjector, ModelContext};
-use crate::provider::{ModelRef, ThinkingLevel};
+
+/// A journal entry id, shared by the view entry and the context entry of its message.
+pub(crate) type EntryId = Arc<str>;
 
 /// One view entry.
 #[derive(Debug)]
 struct Entry {
-    id: String,
+    id: EntryId,
     slot: Slot,
+}
+
+/// One message of the model context and the id of the journal entry it is recorded in.
+#[derive(Debug, Clone)]
+pub(crate) struct ContextEntry {
+    /// The entry id (the `firstKeptEntryId` a compaction that keeps it names).
+    pub(crate) id: EntryId,
+    /// The message, shared with its view entry.
+    pub(crate) message: Arc<AgentMessage>,
+}
+
+impl Borrow<AgentMessage> for ContextEntry {
+    fn borrow(&self) -> &AgentMessage {
+        &self.message
+    }
 }
 
 #[derive(Debug)]
@@ -72,9 +93,10 @@ impl CallRef {
 #[derive(Debug, Default)]
 pub(crate) struct Transcript {
     entries: Vec<Entry>,
-    /// The rich model context. Behind an `Arc` so a run can take a snapshot without copying
-    /// the list; appends go through `Arc::make_mut` (in place while nobody holds a snapshot).
-    context: Arc<Vec<Arc<AgentMessage>>>,
+    /// The rich model context with entry ids. Behind an `Arc` so a run or a compaction can
+    /// take a snapshot without copying the list; appends go through `Arc::make_mut` (in place
+    /// while nobody holds a snapshot).
+    context: Arc<Vec<ContextEntry>>,
     /// `context` projected for the provider, kept up to date on every append.
     projected: ContextProjector,
     streaming: Option<usize>,
@@ -87,6 +109,7 @@ impl Transcript {
         let mut t = Self::default();
         let mut calls: HashMap<String, (Arc<AgentMessage>, usize)> = HashMap::new();
         for (id, m) in messages {
+            let id = EntryId::from(id);
             let m = Arc::new(m);
             if let AgentMessage::Assistant(a) = &*m {
                 for (i, c) in a.content.iter().enumerate() {
@@ -106,16 +129,19 @@ impl Transcript {
                 },
                 _ => Slot::Settled(Arc::clone(&m)),
             };
-            t.entries.push(Entry { id, slot });
-            t.push_context(m);
+            t.entries.push(Entry {
+                id: Arc::clone(&id),
+                slot,
+            });
+            t.push_context(id, m);
         }
         t
     }
 
     /// Appends to the model context and its projection.
-    fn push_context(&mut self, message: Arc<AgentMessage>) {
+    fn push_context(&mut self, id: EntryId, message: Arc<AgentMessage>) {
         self.projected.push(&message);
-        Arc::make_mut(&mut self.context).push(message);
+        Arc::make_mut(&mut self.context).push(ContextEntry { id, message });
     }
 
     /// Number of view items.
@@ -123,9 +149,20 @@ impl Transcript {
         self.entries.len()
     }
 
-    /// The model context, a shared snapshot (O(1): the list is not copied).
-    pub(crate) fn context(&self) -> Arc<Vec<Arc<AgentMessage>>> {
+    /// The model context with entry ids, a shared snapshot (O(1): the list is not copied).
+    pub(crate) fn context(&self) -> Arc<Vec<ContextEntry>> {
         Arc::clone(&self.context)
+    }
+
+    /// The model context's messages without their ids (O(n) pointer copies: for a context
+    /// transform, which copies the messages anyway).
+    pub(crate) fn context_messages(&self) -> Arc<Vec<Arc<AgentMessage>>> {
+        Arc::new(
+            self.context
+                .iter()
+                .map(|e| Arc::clone(&e.message))
+                .collect(),
+        )
     }
 
     /// The model context projected for the provider, shared (O(1)).
@@ -137,13 +174,14 @@ impl Transcript {
     pub(crate) fn context_owned(&self) -> Vec<AgentMessage> {
         self.context
             .iter()
-            .map(|m| AgentMessage::clone(m))
+            .map(|e| AgentMessage::clone(&e.message))
             .collect()
     }
 
     /// Appends a settled message to both the view and the context; returns its index.
     pub(crate) fn push_settled(&mut self, id: String, message: Arc<AgentMessage>) -> usize {
-        self.push_context(Arc::clone(&message));
+        let id = EntryId::from(id);
+        self.push_context(Arc::clone(&id), Arc::clone(&message));
         self.entries.push(Entry {
             id,
             slot: Slot::Settled(message),
@@ -154,7 +192,7 @@ impl Transcript {
     /// Starts the streamed response; returns its index.
     pub(crate) fn start_stream(&mut self, id: String, partial: AssistantMessage) -> usize {
         self.entries.push(Entry {
-            id,
+            id: id.into(),
             slot: Slot::Streaming(Box::new(partial)),
         });
         let index = self.entries.len() - 1;
@@ -185,7 +223,8 @@ impl Transcript {
     ) -> Option<(usize, TranscriptItem)> {
         let index = self.streaming.take()?;
         let old = self.owned_item(index)?;
-        self.push_context(Arc::clone(&message));
+        let id = Arc::clone(&self.entries[index].id);
+        self.push_context(id, Arc::clone(&message));
         self.entries[index].slot = Slot::Settled(message);
         Some((index, old))
     }
@@ -193,12 +232,12 @@ impl Transcript {
     /// Starts a tool item for `call`; returns its index.
     pub(crate) fn start_tool(&mut self, id: String, call: &ToolCall, started: u64) -> usize {
         // The call is in the assistant message just settled: search from the end.
-        let found = self.context.iter().rev().find_map(|m| match &**m {
+        let found = self.context.iter().rev().find_map(|e| match &*e.message {
             AgentMessage::Assistant(a) => a
                 .content
                 .iter()
                 .position(|c| matches!(c, AssistantContent::ToolCall(c) if c.id == call.id))
-                .map(|i| (Arc::clone(m), i)),
+                .map(|i| (Arc::clone(&e.message), i)),
             _ => None,
         });
         let call_ref = match found {
@@ -210,7 +249,10 @@ impl Transcript {
             started,
             result: None,
         };
-        self.entries.push(Entry { id, slot });
+        self.entries.push(Entry {
+            id: id.into(),
+            slot,
+        });
         let index = self.entries.len() - 1;
         self.running_tools.insert(call.id.clone(), index);
         index
@@ -238,7 +280,7 @@ impl Transcript {
             return None;
         };
         let index = *self.running_tools.get(&r.tool_call_id)?;
-        Some(self.entries.get(index)?.id.clone())
+        Some(self.entries.get(index)?.id.to_string())
     }
 
     /// Records a settled tool result on its tool item (no view change: the item already shows
@@ -250,15 +292,15 @@ impl Transcript {
         let Some(index) = self.running_tools.remove(&r.tool_call_id) else {
             return false;
         };
-        if let Some(Entry {
-            slot: Slot::Tool { result, .. },
-            ..
-        }) = self.entries.get_mut(index)
-        {
+        let Some(entry) = self.entries.get_mut(index) else {
+            return false;
+        };
+        if let Slot::Tool { result, .. } = &mut entry.slot {
             // The settled copy replaces the one shown since `ToolEnd`: one copy stays.
             *result = Some(Arc::clone(message));
         }
-        self.push_context(Arc::clone(message));
+        let id = Arc::clone(&entry.id);
+        self.push_context(id, Arc::clone(message));
         true
     }
 
@@ -268,29 +310,30 @@ impl Transcript {
         self.running_tools.clear();
     }
 
-    /// Replaces the model context (after a compaction), reusing the entries' allocations for
-    /// messages they already hold, and rebuilds its projection once (O(n)).
-    pub(crate) fn replace_context(&mut self, messages: Vec<(String, AgentMessage)>) {
-        let held: HashMap<&str, &Arc<AgentMessage>> = self
-            .entries
-            .iter()
-            .filter_map(|e| match &e.slot {
-                Slot::Settled(m) => Some((e.id.as_str(), m)),
-                Slot::Tool {
-                    result: Some(m), ..
-                } => Some((e.id.as_str(), m)),
-                Slot::Streaming(_) | Slot::Tool { .. } => None,
-            })
-            .collect();
-        let context: Vec<Arc<AgentMessage>> = messages
-            .into_iter()
-            .map(|(id, m)| match held.get(id.as_str()) {
-                Some(arc) if ***arc == m => Arc::clone(arc),
-                _ => Arc::new(m),
-            })
-            .collect();
-        self.projected = ContextProjector::from_messages(&context);
+    /// Records a compaction: appends the `summary` item (entry `id`) to the view and makes
+    /// the model context the summary followed by `kept`, a tail of [`Transcript::context`]
+    /// (its messages stay the ones the view holds); rebuilds the projection once (O(n)).
+    /// Returns the summary item's index.
+    pub(crate) fn compact(
+        &mut self,
+        id: String,
+        summary: Arc<AgentMessage>,
+        kept: &[ContextEntry],
+    ) -> usize {
+        let id = EntryId::from(id);
+        self.entries.push(Entry {
+            id: Arc::clone(&id),
+            slot: Slot::Settled(Arc::clone(&summary)),
+        });
+        let mut context = Vec::with_capacity(kept.len() + 1);
+        context.push(ContextEntry {
+            id,
+            message: summary,
+        });
+        context.extend_from_slice(kept);
+        self.projected = ContextProjector::from_messages(context.iter().map(|e| &e.message));
         self.context = Arc::new(context);
+        self.entries.len() - 1
     }
 
     /// Item `index`, borrowed.
@@ -323,7 +366,7 @@ impl Transcript {
     /// The index of the item with entry id `id` (searched from the end: recent items are the
     /// ones asked for most).
     pub(crate) fn position(&self, id: &str) -> Option<usize> {
-        self.entries.iter().rposition(|e| e.id == id)
+        self.entries.iter().rposition(|e| &*e.id == id)
     }
 }
 
@@ -477,7 +520,7 @@ mod tests {
     }
 
     #[test]
-    fn the_projected_context_follows_appends_and_is_rebuilt_once_after_a_replaced_context() {
+    fn the_projected_context_follows_appends_and_is_rebuilt_once_after_a_compaction() {
         let mut t =
             Transcript::from_messages(vec![("e1".into(), user("a")), ("e2".into(), calling("c1"))]);
         assert_eq!(t.model_context(), projected_as_a_whole(&t));
@@ -493,10 +536,62 @@ mod tests {
             tokens_before: 100,
             timestamp: 4,
         });
-        t.replace_context(vec![("s1".into(), summary), ("e4".into(), user("b"))]);
+        let context = t.context();
+        assert_eq!(&*context[3].id, "e4");
+        t.compact("s1".into(), Arc::new(summary), &context[3..]);
         assert_eq!(t.model_context().len(), 2);
         assert_eq!(t.model_context(), projected_as_a_whole(&t));
         t.push_settled("e5".into(), Arc::new(calling("c2")));
+        assert_eq!(t.model_context(), projected_as_a_whole(&t));
+    }
+
+    #[test]
+    fn every_context_message_carries_the_id_of_the_item_that_shows_it() {
+        let mut t = Transcript::from_messages(vec![("e1".into(), user("a"))]);
+        let AgentMessage::Assistant(partial) = calling("c1") else {
+            unreachable!("calling builds an assistant message")
+        };
+        t.start_stream("e2".into(), partial.clone());
+        t.settle_stream(Arc::new(calling("c1")));
+        let call = partial.tool_calls().next().unwrap().clone();
+        t.start_tool("e3".into(), &call, 3);
+        let settled = Arc::new(result("c1"));
+        t.finish_tool(Arc::clone(&settled));
+        assert!(t.settle_tool(&settled));
+        t.push_settled("e4".into(), Arc::new(user("b")));
+        let ids: Vec<&str> = t.context.iter().map(|e| &*e.id).collect();
+        assert_eq!(ids, ["e1", "e2", "e3", "e4"]);
+        for e in t.context.iter() {
+            assert_eq!(t.item(t.position(&e.id).unwrap()).unwrap().id, &*e.id);
+        }
+    }
+
+    #[test]
+    fn a_compaction_keeps_each_message_as_its_own_entry_holds_it_even_when_two_are_equal() {
+        let mut t = Transcript::from_messages(vec![
+            ("e1".into(), user("same")),
+            ("e2".into(), user("other")),
+            ("e3".into(), user("same")),
+        ]);
+        let context = t.context();
+        let summary = AgentMessage::CompactionSummary(CompactionSummaryMessage {
+            summary: "earlier".into(),
+            tokens_before: 100,
+            timestamp: 4,
+        });
+        let index = t.compact("s1".into(), Arc::new(summary), &context[2..]);
+        assert_eq!((index, t.len()), (3, 4), "the view keeps every item");
+        let after = t.context();
+        let ids: Vec<&str> = after.iter().map(|e| &*e.id).collect();
+        assert_eq!(ids, ["s1", "e3"]);
+        let held = |id: &str| match &t.entries[t.position(id).unwrap()].slot {
+            Slot::Settled(m) => Arc::clone(m),
+            other => panic!("{other:?}"),
+        };
+        // The kept message is e3's own allocation, not e1's equal one, and not a copy.
+        assert!(Arc::ptr_eq(&after[1].message, &held("e3")));
+        assert!(!Arc::ptr_eq(&after[1].message, &held("e1")));
+        assert!(Arc::ptr_eq(&after[0].message, &held("s1")));
         assert_eq!(t.model_context(), projected_as_a_whole(&t));
     }
 

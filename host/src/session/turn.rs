@@ -1,21 +1,21 @@
-//! A session's turn: starting a prompt, steering it, aborting it, and the loop's view of the
-//! session ([`RunContext`]), which turns loop events into transcript changes.
+//! A session's turn: entering it, running the loop and settling it, steering it, and the
+//! loop's view of the session ([`RunContext`]), which turns loop events into transcript
+//! changes. Starting a prompt, and what runs after its turn, is [`super::driver`].
 
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
-use tracing::Instrument;
 
 use tokio_util::sync::CancellationToken;
 
-use super::error::{SessionError, StoreError};
+use super::error::SessionError;
 use super::events::Change;
 use super::runtime::{Inner, MAX_QUEUED_STEER, SessionRuntime, State};
 use super::view::Phase;
 use crate::agent::{self, AgentConfig, LoopEvent, RunContext, RunOutcome};
-use crate::message::{AgentMessage, AssistantContent, StopReason, UserMessage};
+use crate::journal::StoreError;
+use crate::message::{AgentMessage, AssistantContent, UserMessage};
 use crate::provider::{ModelContext, StreamUpdate};
-use crate::spawn::spawn_tracked;
 
 /// How a prompt's run ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,7 +31,7 @@ pub struct PromptOutcome {
 /// stop the turn (use [`SessionRuntime::abort`]).
 #[derive(Debug)]
 pub struct RunHandle {
-    rx: oneshot::Receiver<Result<PromptOutcome, SessionError>>,
+    pub(super) rx: oneshot::Receiver<Result<PromptOutcome, SessionError>>,
 }
 
 impl RunHandle {
@@ -46,37 +46,6 @@ impl RunHandle {
 }
 
 impl SessionRuntime {
-    /// Starts a turn with `text`; returns at once.
-    ///
-    /// # Errors
-    /// [`SessionError::Busy`] while a turn (or a compaction) runs;
-    /// [`SessionError::UnknownModel`] if the session's model is no longer offered;
-    /// [`SessionError::Closed`] after shutdown.
-    pub fn start_prompt(&self, text: impl Into<String>) -> Result<RunHandle, SessionError> {
-        let inner = &self.inner;
-        let turn = {
-            let mut st = inner.lock();
-            if st.doc.phase != Phase::Idle {
-                if inner.shutdown.is_cancelled() {
-                    return Err(SessionError::Closed);
-                }
-                return Err(SessionError::Busy);
-            }
-            inner.begin_turn(&mut st, text.into())?
-        };
-        let (tx, rx) = oneshot::channel();
-        inner.spawn_driver(turn, Some(tx));
-        Ok(RunHandle { rx })
-    }
-
-    /// Runs a turn with `text` and waits until it settles.
-    ///
-    /// # Errors
-    /// As [`SessionRuntime::start_prompt`] and [`RunHandle::wait`].
-    pub async fn prompt(&self, text: impl Into<String>) -> Result<PromptOutcome, SessionError> {
-        self.start_prompt(text)?.wait().await
-    }
-
     /// Queues steering text for the next turn boundary of the running turn.
     ///
     /// # Errors
@@ -113,16 +82,6 @@ impl SessionRuntime {
         st.emit(|d| Change::QueuedSteer(&d.queued_steer));
         Ok(())
     }
-
-    /// Aborts the running turn (or compaction) and user commands. Returns whether a turn was
-    /// running. Queued follow-ups stay queued: an aborted turn sends none of them (see
-    /// [`SessionRuntime::follow_up`]).
-    pub fn abort(&self) -> bool {
-        let mut st = self.inner.lock();
-        st.abort.cancel();
-        st.abort = self.inner.shutdown.child_token();
-        st.doc.phase == Phase::Turn
-    }
 }
 
 /// A turn ready to run: what the loop needs.
@@ -131,9 +90,6 @@ pub(super) struct Turn {
     cancel: CancellationToken,
     prompt: AgentMessage,
 }
-
-/// Where a turn's outcome goes (the first turn of a driver has a waiter; follow-ups do not).
-type Reply = oneshot::Sender<Result<PromptOutcome, SessionError>>;
 
 impl Inner {
     /// Enters a turn with prompt `text` (the caller checked the session may start one): the
@@ -173,50 +129,11 @@ impl Inner {
         })
     }
 
-    /// Publishes `phase: turn` unless the session is in it already (a follow-up or a
-    /// compaction continuing a busy stretch publishes no idle in between).
-    pub(super) fn enter_busy(&self, st: &mut State) {
-        if st.doc.phase != Phase::Turn {
-            st.doc.phase = Phase::Turn;
-            st.emit(|_| Change::Phase(Phase::Turn));
-            self.phase.send_replace(Phase::Turn);
-        }
-    }
-
-    /// Runs `first` and then, while each turn settles normally, the queued follow-ups, one
-    /// turn after another, with an automatic compaction between two turns when the context
-    /// has grown past the threshold. `reply` gets the first turn's outcome once the session
-    /// has gone idle or started the next turn.
-    pub(super) fn spawn_driver(self: &Arc<Self>, first: Turn, reply: Option<Reply>) {
-        let inner = Arc::clone(self);
-        let span = tracing::info_span!("turn", session_id = %self.id);
-        let task = async move {
-            let mut turn = first;
-            let mut reply = reply;
-            loop {
-                let outcome = inner.run_turn(turn).await;
-                let normal = matches!(
-                    &outcome,
-                    Ok(o) if !matches!(o.run.stop_reason, StopReason::Error | StopReason::Aborted)
-                );
-                if normal && inner.wants_compaction() {
-                    inner.auto_compact().await;
-                }
-                let next = inner.next_or_idle(normal);
-                if let Some(tx) = reply.take() {
-                    let _ = tx.send(outcome);
-                }
-                match next {
-                    Some(t) => turn = t,
-                    None => break,
-                }
-            }
-        };
-        drop(spawn_tracked(&self.tracker, task.instrument(span)));
-    }
-
     /// Runs one turn's loop and settles it (the phase stays `turn`).
-    async fn run_turn(self: &Arc<Self>, turn: Turn) -> Result<PromptOutcome, SessionError> {
+    pub(super) async fn run_turn(
+        self: &Arc<Self>,
+        turn: Turn,
+    ) -> Result<PromptOutcome, SessionError> {
         let ctx = RunCtx {
             inner: Arc::clone(self),
         };
@@ -252,7 +169,7 @@ impl Inner {
 
     /// Ends a turn: flushes deferred user commands, drops undelivered steering, clears the
     /// turn id. The phase stays `turn` until [`Inner::next_or_idle`].
-    fn settle_turn(&self) -> Vec<String> {
+    pub(super) fn settle_turn(&self) -> Vec<String> {
         let mut st = self.lock();
         st.doc.transcript.end_run();
         self.flush_deferred(&mut st);
@@ -274,30 +191,6 @@ impl Inner {
             }
         }
     }
-
-    /// After a busy stretch step (a turn, a compaction): starts the oldest queued follow-up
-    /// when `send` (the step ended normally), else goes idle.
-    pub(super) fn next_or_idle(&self, send: bool) -> Option<Turn> {
-        let mut st = self.lock();
-        let st = &mut *st;
-        self.flush_deferred(st);
-        if send && !st.doc.activity.follow_ups.is_empty() && !self.shutdown.is_cancelled() {
-            let next = st.doc.activity.follow_ups.remove(0);
-            st.emit(|d| Change::FollowUps(&d.activity.follow_ups));
-            match self.begin_turn(st, next.text) {
-                Ok(turn) => return Some(turn),
-                Err(error) => {
-                    tracing::warn!(%error, follow_up = %next.id, "could not send a queued follow-up");
-                }
-            }
-        }
-        if st.doc.phase != Phase::Idle {
-            st.doc.phase = Phase::Idle;
-            st.emit(|_| Change::Phase(Phase::Idle));
-            self.phase.send_replace(Phase::Idle);
-        }
-        None
-    }
 }
 
 /// The session as the loop sees it.
@@ -311,7 +204,7 @@ impl RunContext for RunCtx {
     }
 
     fn messages(&self) -> Arc<Vec<Arc<AgentMessage>>> {
-        self.inner.lock().doc.transcript.context()
+        self.inner.lock().doc.transcript.context_messages()
     }
 
     fn append(&self, message: AgentMessage) -> Result<(), StoreError> {

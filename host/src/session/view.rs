@@ -17,7 +17,7 @@ use crate::message::{
     CompactionSummaryMessage, CustomMessage, StopReason, ToolCall, ToolResultMessage, Usage,
     UserContent,
 };
-use crate::provider::{ModelRef, ThinkingLevel};
+use crate::model_ref::{ModelRef, ThinkingLevel};
 use crate::tool::Confinement;
 
 /// What the session is doing.

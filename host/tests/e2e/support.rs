@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use baton_client::{Client, ClientConfig, Endpoint, Subscription};
 use baton_host::clock::SystemClock;
-use baton_host::models::ModelRegistry;
+use baton_host::journal::FsyncPolicy;
+use baton_host::provider::ModelRegistry;
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::ServiceHost;
-use baton_host::session::{FsyncPolicy, HostConfig, SessionManager};
+use baton_host::session::{HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
 use baton_protocol::chord::ServiceCall;
 use baton_protocol::{ServerId, Value};
 use baton_server::{Listener, Server, ServerConfig};
@@ -71,9 +72,10 @@ impl Harness {
         config.fsync = FsyncPolicy::Never;
         let manager = SessionManager::new(
             config,
-            ModelRegistry::scripted(ScriptedConfig {
-                token_delay: Duration::from_millis(1),
-            }),
+            ModelRegistry::scripted(ScriptedConfig::new(
+                Duration::from_millis(1),
+                SUMMARY_REQUEST_OPENING,
+            )),
             Arc::new(SystemClock),
         )
         .unwrap();

@@ -2,15 +2,15 @@
 
 use std::time::Duration;
 
+use baton_host::ThinkingLevel;
 use baton_host::message::{
     AssistantContent, Message, StopReason, ToolResultMessage, UserContent, UserMessage,
 };
+use baton_host::provider::ModelCost;
 use baton_host::provider::anthropic::{ANTHROPIC_VERSION, AnthropicProvider};
-use baton_host::provider::config::{ModelCost, ModelSpec, ProviderConfig, ProviderKind};
+use baton_host::provider::config::{ModelSpec, ProviderConfig, ProviderKind};
 use baton_host::provider::retry::BACKOFF_BASE;
-use baton_host::provider::{
-    AssistantBuilder, ModelRequest, Provider, ProviderEvent, ThinkingLevel,
-};
+use baton_host::provider::{AssistantBuilder, ModelRequest, Provider, ProviderEvent};
 use baton_host::tool::ToolSpec;
 use baton_protocol::Value;
 use serde_json::json;

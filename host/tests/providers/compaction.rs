@@ -6,15 +6,16 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_host::ModelRef;
 use baton_host::clock::ManualClock;
+use baton_host::journal::FsyncPolicy;
 use baton_host::message::{AgentMessage, UserMessage};
-use baton_host::models::ModelRegistry;
-use baton_host::provider::ModelRef;
-use baton_host::provider::config::ModelsFile;
+use baton_host::provider::ModelRegistry;
+use baton_host::provider::models_file::ModelsFile;
 use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::session::{
-    CompactionSettings, CreateOptions, FsyncPolicy, HostConfig, SUMMARIZATION_SYSTEM_PROMPT,
-    SessionManager,
+    CompactionSettings, CreateOptions, HostConfig, SUMMARIZATION_SYSTEM_PROMPT,
+    SUMMARY_REQUEST_OPENING, SessionManager,
 };
 
 use crate::fake::{FakeServer, HANG_GUARD, Reply};
@@ -46,9 +47,8 @@ async fn a_long_session_on_a_small_window_model_is_compacted_by_that_model_over_
         server.ca_file.as_ref().unwrap().display()
     );
     let file = ModelsFile::parse(&models, Path::new("models.toml")).unwrap();
-    let mut registry = ModelRegistry::scripted(ScriptedConfig {
-        token_delay: Duration::ZERO,
-    });
+    let mut registry =
+        ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING));
     file.register(&mut registry);
 
     let dir = tempfile::tempdir().unwrap();

@@ -2,14 +2,16 @@
 
 use std::time::Duration;
 
+use baton_host::ThinkingLevel;
 use baton_host::message::{
     AssistantContent, Message, StopReason, ToolResultMessage, UserContent, UserMessage,
 };
-use baton_host::provider::config::{ModelCost, ModelSpec, ProviderConfig};
+use baton_host::provider::ModelCost;
+use baton_host::provider::config::{ModelSpec, ProviderConfig};
 use baton_host::provider::openai::OpenAiProvider;
 use baton_host::provider::retry::{BACKOFF_BASE, MAX_ATTEMPTS, MAX_RETRY_AFTER};
 use baton_host::provider::transport::Timeouts;
-use baton_host::provider::{ModelRequest, Provider, ProviderEvent, ThinkingLevel};
+use baton_host::provider::{ModelRequest, Provider, ProviderEvent};
 use baton_host::tool::ToolSpec;
 use baton_protocol::Value;
 use tokio_util::sync::CancellationToken;

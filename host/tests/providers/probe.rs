@@ -17,7 +17,7 @@ fn request() -> baton_host::provider::ModelRequest {
         )]
         .into(),
         tools: Vec::new(),
-        thinking: baton_host::provider::ThinkingLevel::Off,
+        thinking: baton_host::ThinkingLevel::Off,
     }
 }
 

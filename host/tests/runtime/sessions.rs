@@ -5,23 +5,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_host::clock::ManualClock;
+use baton_host::journal::FsyncPolicy;
 use baton_host::message::{AgentMessage, StopReason};
-use baton_host::models::{ModelInfo, ModelRegistry};
 use baton_host::provider::scripted::ScriptedConfig;
-use baton_host::provider::{ModelRef, ThinkingLevel};
+use baton_host::provider::{ModelInfo, ModelRegistry};
 use baton_host::session::SessionEvent;
 use baton_host::session::{
-    AssistantStatus, CreateOptions, FsyncPolicy, HostConfig, ItemBody, Phase, SessionError,
-    SessionEventKind, SessionManager, SessionRuntime, ToolStatus,
+    AssistantStatus, CreateOptions, HostConfig, ItemBody, Phase, SUMMARY_REQUEST_OPENING,
+    SessionError, SessionEventKind, SessionManager, SessionRuntime, ToolStatus,
 };
+use baton_host::{ModelRef, ThinkingLevel};
 use tokio::sync::{Notify, broadcast};
 
 use crate::support::*;
 
 fn registry(fake: Option<Arc<FakeProvider>>) -> ModelRegistry {
-    let mut r = ModelRegistry::scripted(ScriptedConfig {
-        token_delay: Duration::ZERO,
-    });
+    let mut r =
+        ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING));
     if let Some(fake) = fake {
         r.register(
             ModelInfo {

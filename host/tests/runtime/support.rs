@@ -5,14 +5,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use baton_host::BoxFuture;
+use baton_host::ThinkingLevel;
 use baton_host::agent::{AgentConfig, LoopEvent, RunContext, ToolExecution};
+use baton_host::journal::StoreError;
 use baton_host::message::MessageRef;
 use baton_host::message::{AgentMessage, StopReason, ToolCall, UserMessage};
 use baton_host::projection::ContextProjector;
-use baton_host::provider::{
-    ModelContext, ModelRequest, Provider, ProviderEvent, ProviderStream, ThinkingLevel,
-};
-use baton_host::session::StoreError;
+use baton_host::provider::{ModelContext, ModelRequest, Provider, ProviderEvent, ProviderStream};
 use baton_host::tool::{ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, ToolSet};
 use baton_protocol::Value;
 use tokio::sync::Notify;

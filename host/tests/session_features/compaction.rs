@@ -253,3 +253,134 @@ async fn compaction_is_refused_when_there_is_nothing_to_compact_or_it_is_not_off
     ));
     m.shutdown().await;
 }
+
+/// The ids of the session's transcript items, in order.
+fn item_ids(s: &baton_host::session::SessionRuntime) -> Vec<String> {
+    s.snapshot()
+        .state
+        .transcript
+        .into_iter()
+        .map(|item| item.id)
+        .collect()
+}
+
+#[tokio::test]
+async fn compaction_summarises_the_branch_in_memory_whatever_happened_to_the_journal_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeProvider::new(vec![reply("SUMMARY-ONE"), reply("SUMMARY-TWO")]);
+    let m = manager(dir.path(), Some(fake.clone()), small(300, 100_000, 1000));
+    let (id, s) = open_new(&m, Some(fake_model()));
+    s.import_history(history(6, 400)).unwrap();
+    // Another session's file takes this one's name behind the host's back: the host's own
+    // file (its open descriptor) still takes the appends, but the path now reads otherwise.
+    let (other, o) = open_new(&m, Some(fake_model()));
+    let foreign: Vec<AgentMessage> = (0..6)
+        .map(|i| AgentMessage::User(UserMessage::text(format!("foreign {i}"), 1)))
+        .collect();
+    o.import_history(foreign).unwrap();
+    let sessions = dir.path().join("sessions");
+    let path = sessions.join(format!("{id}.jsonl"));
+    std::fs::rename(sessions.join(format!("{other}.jsonl")), &path).unwrap();
+    let live = s.messages();
+    let ids = item_ids(&s);
+
+    let outcome = s.compact_now(None).await.unwrap();
+    let request = &fake.seen()[0].messages_json;
+    assert!(request.contains("old message 0"), "{request}");
+    assert!(!request.contains("foreign"), "{request}");
+    // The first kept entry is one of this session's, and the context keeps the live tail.
+    let kept = ids
+        .iter()
+        .position(|i| *i == outcome.first_kept_entry_id)
+        .expect("the first kept entry is an item of the session");
+    let context = s.messages();
+    assert!(first_is_summary(&context, "SUMMARY-ONE"));
+    assert_eq!(context[1..], live[kept..]);
+
+    // With no file at the path at all, the next compaction needs none either.
+    std::fs::remove_file(&path).unwrap();
+    s.import_history(history(4, 400)).unwrap();
+    let outcome = s.compact_now(None).await.unwrap();
+    assert_eq!(outcome.summary, "SUMMARY-TWO");
+    let request = &fake.seen()[1].messages_json;
+    assert!(
+        request.contains("SUMMARY-ONE"),
+        "the earlier summary is carried forward"
+    );
+    assert!(first_is_summary(&s.messages(), "SUMMARY-TWO"));
+    m.shutdown().await;
+}
+
+#[tokio::test]
+async fn identical_messages_in_two_entries_are_summarised_or_kept_by_their_own_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeProvider::new(vec![reply("SUMMARY")]);
+    // Each filler is 105 estimated tokens and the repeated question 5: keeping 212 tokens
+    // keeps the last two fillers and the question's second copy.
+    let m = manager(dir.path(), Some(fake.clone()), small(212, 100_000, 1000));
+    let (id, s) = open_new(&m, Some(fake_model()));
+    let question = || AgentMessage::User(UserMessage::text("same question", 1));
+    let mut filler = history(3, 400).into_iter();
+    let mut next = || filler.next().unwrap();
+    s.import_history([question(), next(), question(), next(), next()])
+        .unwrap();
+    let ids = item_ids(&s);
+    let live = s.messages();
+    assert_eq!(live[0], live[2], "two entries hold equal messages");
+
+    let outcome = s.compact_now(None).await.unwrap();
+    assert_eq!(
+        outcome.first_kept_entry_id, ids[2],
+        "the second copy's entry"
+    );
+    assert_ne!(outcome.first_kept_entry_id, ids[0]);
+    let request = &fake.seen()[0].messages_json;
+    assert!(
+        request.contains("same question"),
+        "the first copy is summarised"
+    );
+    assert!(request.contains("old message 0"), "{request}");
+    let context = s.messages();
+    assert!(first_is_summary(&context, "SUMMARY"));
+    assert_eq!(context[1..], live[2..]);
+    m.shutdown().await;
+
+    // The journal rebuilds exactly the live context, summary included.
+    let m = manager(dir.path(), None, small(212, 100_000, 1000));
+    let reopened = m.open(&id).unwrap();
+    assert_eq!(reopened.messages(), context);
+    m.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_compaction_recorded_by_hand_keeps_the_live_tail_from_the_named_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manager(dir.path(), None, CompactionSettings::default());
+    let (id, s) = open_new(&m, None);
+    s.import_history(history(4, 10)).unwrap();
+    let ids = item_ids(&s);
+    let live = s.messages();
+    // An id the context does not hold is refused before anything is recorded.
+    assert!(matches!(
+        s.compact("S", "no-such-entry", 9),
+        Err(SessionError::UnknownEntry(e)) if e == "no-such-entry"
+    ));
+    assert_eq!((s.messages(), s.len()), (live.clone(), 4));
+
+    s.compact("BY-HAND", &ids[2], 9).unwrap();
+    let context = s.messages();
+    assert!(first_is_summary(&context, "BY-HAND"));
+    assert_eq!(context[1..], live[2..]);
+    assert_eq!(s.len(), 5, "the view gains the summary item");
+    // The summary now starting the context stands for older entries: not a tail to keep.
+    let summary_id = item_ids(&s).pop().unwrap();
+    assert!(matches!(
+        s.compact("S2", &summary_id, 9),
+        Err(SessionError::UnknownEntry(_))
+    ));
+    m.shutdown().await;
+
+    let m = manager(dir.path(), None, CompactionSettings::default());
+    assert_eq!(m.open(&id).unwrap().messages(), context);
+    m.shutdown().await;
+}

@@ -6,14 +6,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_host::BoxFuture;
+use baton_host::ModelRef;
 use baton_host::clock::ManualClock;
+use baton_host::journal::FsyncPolicy;
 use baton_host::message::StopReason;
-use baton_host::models::{ModelMeta, ModelRegistry};
 use baton_host::provider::scripted::ScriptedConfig;
-use baton_host::provider::{ModelRef, ModelRequest, Provider, ProviderEvent, ProviderStream};
+use baton_host::provider::{ModelMeta, ModelRegistry};
+use baton_host::provider::{ModelRequest, Provider, ProviderEvent, ProviderStream};
 use baton_host::session::{
-    CompactionSettings, CreateOptions, FsyncPolicy, HostConfig, SessionEvent, SessionEventKind,
-    SessionManager, SessionRuntime,
+    CompactionSettings, CreateOptions, HostConfig, SUMMARY_REQUEST_OPENING, SessionEvent,
+    SessionEventKind, SessionManager, SessionRuntime,
 };
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
@@ -130,9 +132,8 @@ pub(crate) fn fake_model() -> ModelRef {
 
 /// The scripted model plus `fake` as `fake/fake-model` with a `window`-token context.
 pub(crate) fn registry_with_window(fake: Arc<FakeProvider>, window: u64) -> ModelRegistry {
-    let mut r = ModelRegistry::scripted(ScriptedConfig {
-        token_delay: Duration::ZERO,
-    });
+    let mut r =
+        ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING));
     let mut info = r.list()[0].clone();
     info.provider = "fake".into();
     info.id = "fake-model".into();
@@ -168,9 +169,8 @@ pub(crate) fn manager_with(
 
 /// The scripted model (zero delay) plus `fake` as `fake/fake-model`.
 pub(crate) fn registry(fake: Option<Arc<FakeProvider>>) -> ModelRegistry {
-    let mut r = ModelRegistry::scripted(ScriptedConfig {
-        token_delay: Duration::ZERO,
-    });
+    let mut r =
+        ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING));
     if let Some(fake) = fake {
         // Built from the scripted entry so fields the registry gains later keep defaults.
         let mut info = r.list()[0].clone();

@@ -11,7 +11,8 @@ mod request;
 use reqwest::header::{HeaderMap, HeaderValue};
 use tokio_util::sync::CancellationToken;
 
-use super::config::{ModelCost, ModelSpec, ProviderConfig};
+use super::config::{ModelSpec, ProviderConfig};
+use super::cost::ModelCost;
 use super::remote::{Auth, Remote, Wire, remote_builders};
 use super::retry::RetryPolicy;
 use super::transport::Timeouts;

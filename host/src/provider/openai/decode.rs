@@ -12,7 +12,7 @@ use serde_json::Value as Json;
 use super::request::REASONING_FIELDS;
 use crate::message::{StopReason, ToolCall, Usage};
 use crate::provider::ProviderEvent;
-use crate::provider::config::ModelCost;
+use crate::provider::cost::ModelCost;
 use crate::provider::decode::{Settle, arguments, metadata};
 use crate::provider::sse::SseEvent;
 use crate::provider::stream::Decoder;

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::config::{ModelCost, ModelSpec, ProviderConfig};
+use super::config::{ModelSpec, ProviderConfig};
+use super::cost::ModelCost;
 use super::remote::{Auth, Remote, Wire, remote_builders};
 use super::retry::RetryPolicy;
 use super::transport::{CONNECT_TIMEOUT, Timeouts};

@@ -10,8 +10,9 @@ use baton_protocol::Value;
 use serde_json::{Value as Json, json};
 
 use crate::message::{AssistantContent, AssistantMessage, MessageRef, UserContent, joined_text};
+use crate::model_ref::ThinkingLevel;
+use crate::provider::ModelRequest;
 use crate::provider::config::ModelSpec;
-use crate::provider::{ModelRequest, ThinkingLevel};
 
 /// The API family this provider records and replays.
 pub(crate) const API: &str = "openai-completions";

@@ -14,15 +14,15 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use baton_host::BoxFuture;
+use baton_host::ThinkingLevel;
 use baton_host::agent::{self, AgentConfig, LoopEvent, RunContext, RunOutcome};
 use baton_host::interop::{CancellationToken, TaskTracker};
+use baton_host::journal::StoreError;
 use baton_host::message::{AgentMessage, UserMessage};
 use baton_host::projection::ContextProjector;
 use baton_host::provider::{
     ModelContext, ModelRequest, Provider, ProviderEvent, ProviderStream, StreamUpdate,
-    ThinkingLevel,
 };
-use baton_host::session::StoreError;
 use baton_host::tool::{ObjectSchema, Tool, ToolContext, ToolError, ToolOutput, ToolSet};
 use baton_protocol::Value;
 use serde_json::json;

@@ -628,7 +628,7 @@ mod tests {
         let (_tmp, d) = dir(FsyncPolicy::EveryEntry);
         let mut f = create(&d);
         let (open_gate, gate) = std::sync::mpsc::channel();
-        *f.sync.test.gate.lock().unwrap() = Some(gate);
+        *f.sync.test.gate.lock() = Some(gate);
 
         // The sync thread is parked in the gate; appends still return.
         f.append_new(None, 1, msg("a")).unwrap();
@@ -652,7 +652,7 @@ mod tests {
     async fn a_failed_sync_fails_the_waiters_and_every_later_append() {
         let (_tmp, d) = dir(FsyncPolicy::EveryEntry);
         let mut f = create(&d);
-        *f.sync.test.fail.lock().unwrap() = Some(5);
+        *f.sync.test.fail.lock() = Some(5);
         f.append_new(None, 1, msg("a")).unwrap();
         let err = f.durable_handle().wait().await.unwrap_err();
         assert!(

@@ -35,7 +35,9 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, mpsc};
+use std::sync::{Arc, mpsc};
+
+use parking_lot::{RwLock, RwLockReadGuard};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, watch};
@@ -74,7 +76,9 @@ struct DirInner {
     path: PathBuf,
     policy: FsyncPolicy,
     /// The locked `.lock`; `None` once released. Writers hold the read side while they
-    /// write, so a release waits for writes in progress and no write follows it.
+    /// write, so a release waits for writes in progress and no write follows it. A write
+    /// takes it once, never nested: a release waiting for the write side holds off new
+    /// readers.
     lock: RwLock<Option<File>>,
     /// The durability thread's queue (`None` with [`FsyncPolicy::Never`]). The thread ends
     /// when this, the last sender, is dropped.
@@ -85,8 +89,7 @@ impl Drop for DirInner {
     fn drop(&mut self) {
         // As in `release`: unlock, so a descriptor copy in a child being forked right now
         // cannot keep the directory locked after this host is gone.
-        let lock = self.lock.get_mut().unwrap_or_else(PoisonError::into_inner);
-        if let Some(file) = lock.take() {
+        if let Some(file) = self.lock.get_mut().take() {
             let _ = file.unlock();
         }
     }
@@ -222,12 +225,7 @@ impl SessionsDir {
     /// take the directory. Every later write through this directory fails with
     /// [`StoreError::Released`]. Idempotent.
     pub fn release(&self) {
-        let lock = self
-            .inner
-            .lock
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let lock = self.inner.lock.write().take();
         if let Some(file) = lock {
             // Unlock explicitly rather than only closing: a child forked at this moment (any
             // thread spawning a command) holds a copy of the descriptor until its exec, and
@@ -244,11 +242,7 @@ impl SessionsDir {
     /// # Errors
     /// [`StoreError::Released`] after [`SessionsDir::release`].
     pub(super) fn hold(&self) -> Result<RwLockReadGuard<'_, Option<File>>, StoreError> {
-        let guard = self
-            .inner
-            .lock
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+        let guard = self.inner.lock.read();
         if guard.is_none() {
             return Err(StoreError::Released {
                 dir: self.inner.path.clone(),
@@ -527,23 +521,25 @@ pub(super) mod test_hooks {
 
     use std::fs::File;
     use std::io;
-    use std::sync::{Mutex, PoisonError, mpsc};
+    use std::sync::mpsc;
+
+    use parking_lot::Mutex;
 
     /// Sync faults of one file.
     #[derive(Debug, Default)]
-    pub(in crate::session) struct SyncHooks {
+    pub(in crate::journal) struct SyncHooks {
         /// Each sync first waits for a message here (the test releases it).
-        pub(in crate::session) gate: Mutex<Option<mpsc::Receiver<()>>>,
+        pub(in crate::journal) gate: Mutex<Option<mpsc::Receiver<()>>>,
         /// Each sync fails with this errno instead of syncing.
-        pub(in crate::session) fail: Mutex<Option<i32>>,
+        pub(in crate::journal) fail: Mutex<Option<i32>>,
     }
 
     impl SyncHooks {
         pub(super) fn sync(&self, file: &File) -> io::Result<()> {
-            if let Some(gate) = &*self.gate.lock().unwrap_or_else(PoisonError::into_inner) {
+            if let Some(gate) = &*self.gate.lock() {
                 let _ = gate.recv();
             }
-            if let Some(errno) = *self.fail.lock().unwrap_or_else(PoisonError::into_inner) {
+            if let Some(errno) = *self.fail.lock() {
                 return Err(io::Error::from_raw_os_error(errno));
             }
             file.sync_data()

@@ -15,7 +15,7 @@ use baton_protocol::Value;
 use serde::{Deserialize, Serialize};
 
 use crate::message::{AgentMessage, UserContent};
-use crate::provider::{ModelRef, ThinkingLevel};
+use crate::model_ref::{ModelRef, ThinkingLevel};
 
 /// Current file format version.
 pub const FORMAT_VERSION: u32 = 1;
@@ -35,9 +35,9 @@ pub struct SessionHeader {
     /// Working directory.
     pub cwd: String,
     /// Who created the session: the creating connection's identity key
-    /// (`service::owner_key`, e.g. `tls:sha256=<hex>`). Absent in files written before
-    /// owners were recorded, and for sessions created in process without a peer; such
-    /// sessions are visible only to admins (`docs/host.md`, access).
+    /// (`service::owner_key`, e.g. `tls:sha256=<hex>`). Absent for sessions created in
+    /// process without a peer and in files whose writer recorded none; such sessions are
+    /// visible only to admins (`docs/host.md`, access).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
 }

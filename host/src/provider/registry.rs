@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::provider::config::ModelCost;
-use crate::provider::scripted::{MODEL_ID, PROVIDER_ID, ScriptedConfig, ScriptedProvider};
-use crate::provider::{ModelRef, Provider};
+use super::Provider;
+use super::cost::ModelCost;
+use super::scripted::{MODEL_ID, PROVIDER_ID, ScriptedConfig, ScriptedProvider};
+use crate::model_ref::ModelRef;
 
 /// A model as listed to clients.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,8 +62,7 @@ impl ModelRegistry {
         Self::default()
     }
 
-    /// Only the embedded scripted model (listed with its name only, as before models had
-    /// metadata).
+    /// Only the embedded scripted model (listed with its name, nothing known about it).
     pub fn scripted(config: ScriptedConfig) -> Self {
         let mut r = Self::new();
         r.register_with_meta(

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use super::entry::{EntryKind, SessionEntry};
 use crate::clock::parse_iso8601;
 use crate::message::{AgentMessage, BranchSummaryMessage, CompactionSummaryMessage, CustomMessage};
-use crate::provider::{ModelRef, ThinkingLevel};
+use crate::model_ref::{ModelRef, ThinkingLevel};
 
 /// The state a session resumes with.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -258,7 +258,7 @@ mod tests {
             ),
         ];
         let r = rebuild(&entries);
-        assert_eq!(r.model, Some(ModelRef::scripted()));
+        assert_eq!(r.model, Some(ModelRef::new("scripted", "default")));
         assert_eq!(r.thinking, Some(ThinkingLevel::Low));
         assert_eq!(r.name.as_deref(), Some("demo"));
         assert!(r.messages.is_empty());
