@@ -3,9 +3,10 @@
 //! turn at most, and is small).
 //!
 //! What it keeps per session: its metadata (the pump upserts every phase change), how many
-//! clients are attached, who created it, and whether it is being removed. Whether a session
-//! is open it does not keep: it asks the residency (`super::residency`) at every change,
-//! under its own lock, and lists a session that is not open as `closed`. From those facts it
+//! clients are attached, and who created it. Whether a session is open or being removed it
+//! does not keep: it asks the residency (`super::residency`) under its own lock, at every
+//! change (a session that is not open is listed `closed`) and at every resolve (one being
+//! removed does not resolve). From those facts it
 //! runs the idle clocks (`super::idle_clock`: an open session with no client and an idle
 //! phase is idle) and counts each owner's sessions (`super::owners`); the idle reaper
 //! (`super::idle`) reads the clocks, and [`Directory::idle_changed`] wakes it when one starts.
@@ -31,7 +32,7 @@ use super::access::{Rights, Sight};
 use super::idle_clock::IdleClocks;
 use super::owners::OwnerCounts;
 use super::publish::{Owner, Subscribers, snapshot};
-use super::residency::OpenSessions;
+use super::residency::ResidencyView;
 use super::wire::{meta_value, phase_text};
 use crate::session::{Phase, SessionMeta};
 
@@ -48,8 +49,6 @@ pub(crate) const MIN_PREFIX: usize = 8;
 struct Entry {
     meta: SessionMeta,
     attached: usize,
-    /// Being removed: not resolvable.
-    removing: bool,
     /// Who created it (`super::limits::owner_key`), as its header or this host recorded.
     owner: Option<String>,
 }
@@ -59,7 +58,6 @@ impl Entry {
         Self {
             meta,
             attached: 0,
-            removing: false,
             owner: None,
         }
     }
@@ -97,8 +95,8 @@ struct Inner {
 #[derive(Debug)]
 pub(crate) struct Directory {
     inner: Mutex<Inner>,
-    /// Which sessions are open: asked, never kept.
-    open: Arc<dyn OpenSessions>,
+    /// Which sessions are open or being removed: asked, never kept.
+    residency: Arc<dyn ResidencyView>,
     /// Notified when a session becomes idle.
     became_idle: Notify,
 }
@@ -137,16 +135,18 @@ impl Drop for OwnerClaim<'_> {
 }
 
 impl Directory {
-    /// A directory of `metas`, owned by nobody known, whose open sessions `open` names.
+    /// A directory of `metas`, owned by nobody known, whose open and removing sessions
+    /// `residency` names.
     #[cfg(test)]
-    pub(crate) fn new(metas: Vec<SessionMeta>, open: Arc<dyn OpenSessions>) -> Self {
-        Self::with_owners(metas.into_iter().map(|m| (m, None)).collect(), open)
+    pub(crate) fn new(metas: Vec<SessionMeta>, residency: Arc<dyn ResidencyView>) -> Self {
+        Self::with_owners(metas.into_iter().map(|m| (m, None)).collect(), residency)
     }
 
-    /// A directory of sessions with their recorded owners, whose open sessions `open` names.
+    /// A directory of sessions with their recorded owners, whose open and removing sessions
+    /// `residency` names.
     pub(crate) fn with_owners(
         sessions: Vec<(SessionMeta, Option<String>)>,
-        open: Arc<dyn OpenSessions>,
+        residency: Arc<dyn ResidencyView>,
     ) -> Self {
         let entries = sessions
             .into_iter()
@@ -162,10 +162,10 @@ impl Directory {
             owners: OwnerCounts::default(),
             idle: IdleClocks::default(),
         };
-        inner.value = render(&inner.entries, &Sight::all(), &open.open_ids());
+        inner.value = render(&inner.entries, &Sight::all(), &residency.open_ids());
         Self {
             inner: Mutex::new(inner),
-            open,
+            residency,
             became_idle: Notify::new(),
         }
     }
@@ -174,19 +174,19 @@ impl Directory {
         self.inner.lock()
     }
 
-    /// The canonical id for `id_or_prefix` among the sessions `rights` sees: an exact id, or
-    /// a unique prefix of at least [`MIN_PREFIX`] characters.
+    /// The canonical id for `id_or_prefix` among the sessions `rights` sees and that are not
+    /// being removed: an exact id, or a unique prefix of at least [`MIN_PREFIX`] characters.
     pub(crate) fn resolve(
         &self,
         id_or_prefix: &str,
         rights: &Rights,
     ) -> Result<String, ServiceError> {
         let inner = self.lock();
+        let removing = self.residency.removing_ids();
         let live = || {
-            inner
-                .entries
-                .iter()
-                .filter(|e| !e.removing && rights.sees(&e.meta.id, e.owner.as_deref()))
+            inner.entries.iter().filter(|e| {
+                !removing.contains(&e.meta.id) && rights.sees(&e.meta.id, e.owner.as_deref())
+            })
         };
         if let Some(e) = live().find(|e| e.meta.id == id_or_prefix) {
             return Ok(e.meta.id.clone());
@@ -210,7 +210,7 @@ impl Directory {
     /// The list as `sight` sees it now.
     pub(crate) fn value_for(&self, sight: &Sight) -> Value {
         let inner = self.lock();
-        render(&inner.entries, sight, &self.open.open_ids())
+        render(&inner.entries, sight, &self.residency.open_ids())
     }
 
     /// Who created session `id`, as recorded (`None`: unknown session or no owner).
@@ -234,7 +234,7 @@ impl Directory {
         let i = match inner.views.iter().position(|v| v.sight == sight) {
             Some(i) => i,
             None => {
-                let value = render(&inner.entries, &sight, &self.open.open_ids());
+                let value = render(&inner.entries, &sight, &self.residency.open_ids());
                 inner.views.push(View {
                     sight,
                     value,
@@ -319,7 +319,7 @@ impl Directory {
             .entries
             .iter()
             .any(|e| e.meta.id == id && e.is_quiet())
-            && self.open.open_ids().contains(id)
+            && self.residency.open_ids().contains(id)
     }
 
     /// The idle sessions, least recently used first.
@@ -358,12 +358,6 @@ impl Directory {
         });
     }
 
-    /// Hides a session from [`Directory::resolve`] while it is being removed (or shows it
-    /// again when the removal failed).
-    pub(crate) fn set_removing(&self, id: &str, removing: bool) {
-        self.with_entry(id, |e| e.removing = removing);
-    }
-
     /// Forgets a removed session.
     pub(crate) fn remove(&self, id: &str) {
         self.change(|entries| entries.retain(|e| e.meta.id != id));
@@ -383,7 +377,7 @@ impl Directory {
     fn change(&self, f: impl FnOnce(&mut Vec<Entry>)) {
         let mut inner = self.lock();
         f(&mut inner.entries);
-        let open = self.open.open_ids();
+        let open = self.residency.open_ids();
         let Inner {
             entries,
             value,
@@ -479,7 +473,7 @@ mod tests {
         }
     }
 
-    /// A residency stand-in: the set of open ids.
+    /// A residency stand-in: the set of open ids (none is being removed).
     #[derive(Debug, Default)]
     struct Open(Mutex<HashSet<String>>);
 
@@ -493,9 +487,13 @@ mod tests {
         }
     }
 
-    impl OpenSessions for Open {
+    impl ResidencyView for Open {
         fn open_ids(&self) -> HashSet<String> {
             self.0.lock().clone()
+        }
+
+        fn removing_ids(&self) -> HashSet<String> {
+            HashSet::new()
         }
     }
 

@@ -1,7 +1,7 @@
 //! Bounded residency: opening and closing the sessions the server hosts, closing the idle
 //! ones, and the open-session cap. Which sessions are open is the residency's fact
-//! (`super::residency`); this module is what changes it, and tells the directory after each
-//! change.
+//! (`super::residency`); this module is what changes it (a removal too, `super::removal`),
+//! and tells the directory after each change.
 //!
 //! The server keeps one [`HostedSession`](super::HostedSession) per session it hosts until
 //! removal, shutdown or idle close; that handle is a small shell around a [`Resident`]. What
@@ -18,10 +18,10 @@
 //! * **Lazy reopen.** The next attach opens it again from its file, transcript and all. An
 //!   attach racing the close gets its lease refused with `SessionReleased`, and the server
 //!   opens the session afresh for it (the client sees no error).
-//! * **No half-closed session.** Opening, closing and creating a lease of one session are
-//!   serialised by its resident's *gate*: a client attaching while the session closes waits
-//!   for the close, then gets the reopened session; one attaching before it takes its lease
-//!   first, and a session with a lease is not idle. The close re-checks idleness under the
+//! * **No half-closed session.** Opening, closing and creating a lease of one session (and
+//!   removing it, `super::removal`) are serialised by its resident's *gate*: a client
+//!   attaching while the session closes waits for the close, then gets the reopened session;
+//!   one attaching before it takes its lease first, and a session with a lease is not idle. The close re-checks idleness under the
 //!   gate against the runtime itself (the directory's phase may lag the pump by a moment).
 //!   User commands run inside a `pi.session.bash` call, and the server releases a lease only
 //!   after the calls admitted through it ended, so "no lease" implies "no command".
@@ -75,6 +75,8 @@ impl Shared {
             return Err(ServiceError::server_draining());
         }
         let reservation = self.reserve(&resident.id).await?;
+        #[cfg(test)]
+        self.hooks.before_load.pass().await;
         let session = self.manager.open(&resident.id).map_err(service_error)?;
         let (live, rx) = match LiveSession::new(session.clone(), CancellationToken::new()) {
             Ok(opened) => opened,
@@ -121,31 +123,43 @@ impl Shared {
         Err(too_many_open(cap))
     }
 
+    /// Why nothing is opened through `resident` any more, if it was let go of (its gate held
+    /// by the caller): the host is shutting down, it was released (the server opens the
+    /// session afresh), or the server closed it or the session is being removed.
+    fn let_go(&self, resident: &Resident) -> Result<(), ServiceError> {
+        if !resident.is_retired() {
+            return Ok(());
+        }
+        Err(if self.closing.is_cancelled() {
+            ServiceError::server_draining()
+        } else if resident.is_released() {
+            ServiceError::SessionReleased
+        } else {
+            ServiceError::session_not_found()
+        })
+    }
+
     /// A lease on `resident`'s session, reopening it if it was closed.
     pub(crate) async fn lease(
         self: &Arc<Self>,
         resident: &Arc<Resident>,
     ) -> Result<SessionLease, ServiceError> {
         let _gate = resident.gate.lock().await;
-        if resident.is_retired() {
-            return Err(if self.closing.is_cancelled() {
-                ServiceError::server_draining()
-            } else if resident.is_released() {
-                ServiceError::SessionReleased
-            } else {
-                ServiceError::session_not_found()
-            });
-        }
+        self.let_go(resident)?;
         let live = self.ensure_open(resident).await?;
         // Counted as attached (not idle) before the gate opens again.
         Ok(SessionLease::new(Arc::clone(self), live))
     }
 
     /// Opens `resident`'s session (the server's first open of a handle). When it cannot be
-    /// opened the server gets no handle, so the resident is dismissed.
+    /// opened (a removal took the resident while this waited for its gate, say) the server
+    /// gets no handle, so the resident is dismissed.
     pub(crate) async fn open_resident(&self, resident: &Arc<Resident>) -> Result<(), ServiceError> {
         let _gate = resident.gate.lock().await;
-        let opened = self.ensure_open(resident).await;
+        let opened = match self.let_go(resident) {
+            Ok(()) => self.ensure_open(resident).await,
+            Err(refused) => Err(refused),
+        };
         if opened.is_err() {
             resident.retire();
             self.residency.dismiss(resident);
@@ -212,20 +226,6 @@ impl Shared {
             && let Some(live) = self.residency.live(&resident.id)
         {
             self.close_live(&live).await;
-        }
-    }
-
-    /// Ends a handle that is still hosted after a removal (a concurrent attach reopened it):
-    /// its `terminated` fires, so the server releases its attachments. The runtime is closed
-    /// by the removal that follows.
-    pub(crate) async fn terminate(&self, id: &str) {
-        if let Some(resident) = self.residency.take_resident(id) {
-            resident.retire();
-            resident.terminated.cancel();
-        }
-        if let Some(live) = self.residency.forget_id(id) {
-            live.stop_pump().await;
-            self.directory.closed(id);
         }
     }
 

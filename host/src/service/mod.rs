@@ -41,9 +41,12 @@ mod live;
 mod owners;
 mod policy;
 mod publish;
+mod removal;
 mod residency;
 mod server_scope;
 mod session_scope;
+#[cfg(test)]
+mod test_hooks;
 mod wire;
 
 use std::path::Path;
@@ -105,6 +108,8 @@ pub(crate) struct Shared {
     /// Fired by [`ServiceHost::begin_shutdown`].
     pub(crate) closing: CancellationToken,
     next_owner: AtomicU64,
+    #[cfg(test)]
+    pub(crate) hooks: test_hooks::Hooks,
 }
 
 impl Shared {
@@ -182,6 +187,8 @@ impl ServiceHost {
                 tracker: TaskTracker::new(),
                 closing: CancellationToken::new(),
                 next_owner: AtomicU64::new(1),
+                #[cfg(test)]
+                hooks: test_hooks::Hooks::default(),
             }),
         })
     }
@@ -328,7 +335,10 @@ impl ServerHost for ServiceHost {
             return Err(ServiceError::server_draining());
         }
         shared.start_reaper();
-        let resident = shared.residency.install(&metadata.0);
+        let Some(resident) = shared.residency.install(&metadata.0) else {
+            // Being removed: it resolved just before the removal began.
+            return Err(ServiceError::session_not_found());
+        };
         shared.open_resident(&resident).await?;
         Ok(HostedSession {
             shared: Arc::clone(shared),

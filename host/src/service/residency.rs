@@ -3,23 +3,32 @@
 //!
 //! A session is *open* while the [`Residency`] holds its [`LiveSession`]: its runtime,
 //! loaded through the manager, with its published state and its pump. Beside the open
-//! sessions it keeps what opening and closing them needs: the places under the open cap that
-//! opens in progress hold ([`Reservation`]), and the host side of every handle the server
-//! holds ([`Resident`], with the gate that serialises one session's opening, closing and
-//! leases).
+//! sessions it keeps what opening, closing and removing them needs: the places under the
+//! open cap that opens in progress hold ([`Reservation`]), the host side of every handle the
+//! server holds ([`Resident`], with the gate that serialises one session's opening, closing,
+//! leases and removal), and the sessions being removed ([`Removal`]).
 //!
 //! | who | keeps of it | how it knows |
 //! | --- | --- | --- |
-//! | the directory (`super::directory`) | nothing: it lists a session that is not open as `closed` and runs idle clocks only for open ones | asks [`OpenSessions::open_ids`] under its own lock at every change; every change here is followed by one there |
+//! | the directory (`super::directory`) | nothing: it lists a session that is not open as `closed`, runs idle clocks only for open ones, and does not resolve one being removed | asks [`ResidencyView`] under its own lock at every change and every resolve; every change here is followed by one there |
 //! | the open cap (`super::idle`) | nothing | [`Residency::reserve`] counts the open sessions and the reservations |
 //! | the server's router | a cache of handles | the handle's `lease` answers `SessionReleased` once the host released it, and its `terminated` resolves |
 //! | the manager (`crate::session::SessionManager`) | the loaded runtimes, one per file | is told: runtimes are opened and closed through it, so a session is open here only while its runtime is loaded there |
 //!
-//! Sessions are opened and closed by `super::idle`, under the session's gate (removal and
-//! host shutdown aside, when the server no longer routes to the session); a resident is
-//! installed when the server opens a handle (`super`). After each open or close the directory
-//! is told, and re-reads this: a directory change reads the residency under the directory's
-//! lock, so the list rendered last after any change shows it.
+//! Sessions are opened and closed by `super::idle` (and closed by a removal, below), under
+//! the session's gate (host shutdown aside, when the server no longer routes to the
+//! session); a resident is installed when the server opens a handle (`super`). After each
+//! open or close the directory is told, and re-reads this: a directory change reads the
+//! residency under the directory's lock, so the list rendered last after any change shows
+//! it.
+//!
+//! A removal (`super::removal`) first marks the session ([`Residency::begin_removal`]): from
+//! then on it does not resolve and no resident of it is installed. It then takes the current
+//! resident, and under its gate retires it, closes the session and deletes its file, all
+//! before the mark ends. An open runs only under the gate of a resident that is not retired,
+//! so one waiting on that gate is refused (`session_not_found`), and none starts after. (The
+//! server opens one handle of a session at a time, so the current resident is the only one
+//! an open can be under way through.)
 //!
 //! Lock order: the directory's lock, then this one. Nothing is called while this lock is
 //! held, so no other lock is ever taken under it.
@@ -34,19 +43,21 @@ use tokio_util::sync::CancellationToken;
 
 use super::live::LiveSession;
 
-/// Which sessions are open, as the directory asks it (the [`Residency`] answers; tests may
-/// answer from a plain set).
-pub(crate) trait OpenSessions: fmt::Debug + Send + Sync {
+/// What the directory asks of the residency: which sessions are open, and which are being
+/// removed (the [`Residency`] answers; tests may answer from plain sets).
+pub(crate) trait ResidencyView: fmt::Debug + Send + Sync {
     /// The ids of the sessions open now.
     fn open_ids(&self) -> HashSet<String>;
+    /// The ids of the sessions being removed now.
+    fn removing_ids(&self) -> HashSet<String>;
 }
 
 /// The host's side of one session handle the server holds.
 #[derive(Debug)]
 pub(crate) struct Resident {
     pub(crate) id: String,
-    /// Serialises opening, closing and lease creation of this session. An async mutex: opening
-    /// and closing await (reading the file, stopping the pump).
+    /// Serialises opening, closing, lease creation and removal of this session. An async
+    /// mutex: opening, closing and removing await (reading the file, stopping the pump).
     pub(crate) gate: tokio::sync::Mutex<()>,
     /// The server let go of this handle (closed it, or a newer one replaced it), or the host
     /// released it (`released`).
@@ -91,7 +102,8 @@ impl Resident {
     }
 }
 
-/// The open sessions, the places reserved by opens in progress, and the residents.
+/// The open sessions, the places reserved by opens in progress, the residents and the
+/// sessions being removed.
 #[derive(Debug, Default)]
 pub(crate) struct Residency {
     state: Mutex<State>,
@@ -102,6 +114,29 @@ struct State {
     open: HashMap<String, Arc<LiveSession>>,
     reserved: usize,
     residents: HashMap<String, Arc<Resident>>,
+    removing: HashSet<String>,
+}
+
+/// The mark of one session being removed ([`Residency::begin_removal`]): while it lives the
+/// session does not resolve and no resident of it is installed. Dropping it ends the mark
+/// (the removal is over, done or failed).
+#[derive(Debug)]
+pub(crate) struct Removal<'a> {
+    residency: &'a Residency,
+    id: String,
+}
+
+impl Removal<'_> {
+    /// The session being removed.
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Drop for Removal<'_> {
+    fn drop(&mut self) {
+        self.residency.lock().removing.remove(&self.id);
+    }
 }
 
 /// A place under the open cap, held while a session opens. Dropping it unused gives the place
@@ -194,17 +229,29 @@ impl Residency {
     }
 
     /// A new resident for `id` (the server opens a handle), replacing one the server forgot,
-    /// which is retired.
-    pub(crate) fn install(&self, id: &str) -> Arc<Resident> {
+    /// which is retired; `None` while `id` is being removed.
+    pub(crate) fn install(&self, id: &str) -> Option<Arc<Resident>> {
         let resident = Arc::new(Resident::new(id));
-        let previous = self
-            .lock()
-            .residents
-            .insert(id.to_owned(), Arc::clone(&resident));
+        let previous = {
+            let mut state = self.lock();
+            if state.removing.contains(id) {
+                return None;
+            }
+            state.residents.insert(id.to_owned(), Arc::clone(&resident))
+        };
         if let Some(previous) = previous {
             previous.retire();
         }
-        resident
+        Some(resident)
+    }
+
+    /// Marks `id` as being removed until the [`Removal`] is dropped; `None` if a removal of
+    /// it is under way already.
+    pub(crate) fn begin_removal(&self, id: &str) -> Option<Removal<'_>> {
+        self.lock().removing.insert(id.to_owned()).then(|| Removal {
+            residency: self,
+            id: id.to_owned(),
+        })
     }
 
     /// The resident of `id`.
@@ -237,8 +284,12 @@ impl Residency {
     }
 }
 
-impl OpenSessions for Residency {
+impl ResidencyView for Residency {
     fn open_ids(&self) -> HashSet<String> {
         self.lock().open.keys().cloned().collect()
+    }
+
+    fn removing_ids(&self) -> HashSet<String> {
+        self.lock().removing.clone()
     }
 }

@@ -138,26 +138,14 @@ impl ServerServices {
         {
             return Err(busy("Session is busy: a turn is running"));
         }
-        let directory = &self.shared.directory;
-        directory.set_removing(&id, true);
-        let removed = async {
-            self.presentation
-                .prepare_session_removal(&id, ctx.clone())
-                .await?;
-            self.shared.terminate(&id).await;
-            self.shared.manager.remove(&id).await.map_err(service_error)
-        }
-        .await;
-        match removed {
-            Ok(()) => {
-                directory.remove(&id);
-                Ok(None)
-            }
-            Err(e) => {
-                directory.set_removing(&id, false);
-                Err(e)
-            }
-        }
+        let Some(removal) = self.shared.residency.begin_removal(&id) else {
+            // Another removal of it is under way: it is gone as far as this one is concerned.
+            return Err(ServiceError::session_not_found());
+        };
+        self.presentation
+            .prepare_session_removal(&id, ctx.clone())
+            .await?;
+        self.shared.remove(&removal).await.map(|()| None)
     }
 }
 
