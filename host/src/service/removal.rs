@@ -69,10 +69,11 @@ mod tests {
     };
 
     use crate::clock::ManualClock;
-    use crate::models::ModelRegistry;
+    use crate::journal::FsyncPolicy;
+    use crate::provider::ModelRegistry;
     use crate::provider::scripted::ScriptedConfig;
     use crate::service::{ServiceHost, ServiceLimits};
-    use crate::session::{CreateOptions, FsyncPolicy, HostConfig, SessionManager};
+    use crate::session::{CreateOptions, HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
 
     const HANG: Duration = Duration::from_secs(120);
 
@@ -100,9 +101,10 @@ mod tests {
             config.fsync = FsyncPolicy::Never;
             let manager = SessionManager::new(
                 config,
-                ModelRegistry::scripted(ScriptedConfig {
-                    token_delay: Duration::ZERO,
-                }),
+                ModelRegistry::scripted(ScriptedConfig::new(
+                    Duration::ZERO,
+                    SUMMARY_REQUEST_OPENING,
+                )),
                 Arc::new(ManualClock::new(1_748_568_000_000, 1)),
             )
             .unwrap();
