@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::config::ClientConfig;
+use crate::config::{ClientConfig, DEFAULT_WRITE_BACKLOG};
 use crate::conn::{ClientConn, Command, ConnConfig, Event, RequestNumbers};
 use crate::endpoint::Endpoint;
 use crate::error::ConnectError;
@@ -40,9 +40,6 @@ const ORDER_QUEUE: usize = 256;
 
 /// Room made in the read buffer before each read.
 const READ_CHUNK: usize = 64 * 1024;
-/// Orders are not taken while this many bytes wait to be written, so callers wait on the
-/// bounded order queue instead of the write buffer growing.
-const MAX_WRITE_BACKLOG: usize = 256 * 1024;
 /// Orders taken per round, so a busy caller cannot starve the reads.
 const ORDERS_PER_ROUND: usize = 256;
 /// Rounds per poll before the task yields to the runtime.
@@ -306,7 +303,7 @@ impl Driver {
                     busy = true;
                 }
                 for _ in 0..ORDERS_PER_ROUND {
-                    if self.conn.pending_transmit() + write.len() >= MAX_WRITE_BACKLOG
+                    if self.conn.pending_transmit() + write.len() >= DEFAULT_WRITE_BACKLOG
                         || !self.conn.accepts_commands()
                     {
                         break;
