@@ -44,7 +44,9 @@ pub struct RequestOptions {
     pub timeout: Option<Duration>,
 }
 
-/// A connected client. Cheap to clone; all clones share one connection.
+/// A connected client. Cheap to clone; all clones share one connection, which lives until
+/// the last clone, [`Session`](crate::Session) and [`Subscription`] is dropped (see the
+/// [crate docs](crate#lifetime)) or [`close`](Self::close) is called.
 ///
 /// # Cancellation
 /// Dropping a request future before it completes cancels the request: if it was already
@@ -256,8 +258,9 @@ impl Client {
         pending.ready().await
     }
 
-    /// Closes the connection: pending requests fail, subscriptions end, tasks stop.
-    /// Idempotent.
+    /// Closes the connection now, for every handle: pending requests fail, subscriptions
+    /// end, the task stops (and is waited for). Idempotent. Dropping the last handle closes
+    /// it too, without waiting.
     pub async fn close(&self) {
         self.shared.close().await;
     }
