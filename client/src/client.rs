@@ -35,6 +35,22 @@ fn into_reply(answer: Answer) -> Result<Reply, RequestError> {
     }
 }
 
+/// Resolves when `token` is cancelled; never without one.
+async fn cancelled(token: Option<&CancellationToken>) {
+    match token {
+        Some(token) => token.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves at `deadline`; never without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Per-request options.
 #[derive(Debug, Clone, Default)]
 pub struct RequestOptions {
@@ -44,7 +60,9 @@ pub struct RequestOptions {
     pub timeout: Option<Duration>,
 }
 
-/// A connected client. Cheap to clone; all clones share one connection.
+/// A connected client. Cheap to clone; all clones share one connection, which lives until
+/// the last clone, [`Session`](crate::Session) and [`Subscription`] is dropped (see the
+/// [crate docs](crate#lifetime)) or [`close`](Self::close) is called.
 ///
 /// # Cancellation
 /// Dropping a request future before it completes cancels the request: if it was already
@@ -180,8 +198,11 @@ impl Client {
             deadline: deadline.map(tokio::time::Instant::into_std),
             waiter,
         }));
-        // Until the order is queued the deadline and the token are ours; after, the core's
-        // (which also holds the request while it waits for an in-flight slot).
+        // The deadline and the token bound the whole wait here, queued or not: a queued order
+        // waits for the task while the in-flight limit or the write backlog is full, and the
+        // core sees its deadline only once it takes it. Giving up after the order was queued
+        // tells the core (`CancelOnDrop`), which forgets the request or, if it was sent,
+        // cancels it on the wire (as it does itself when a sent request's deadline passes).
         let queued = self.shared.order_until(order, options.cancel.as_ref());
         match deadline {
             Some(at) => tokio::time::timeout_at(at, queued)
@@ -193,12 +214,14 @@ impl Client {
             shared: &self.shared,
             number: Some(number),
         };
-        let answer = match &options.cancel {
-            Some(cancel) => tokio::select! {
+        let answer = match (&options.cancel, deadline) {
+            (None, None) => answered(rx.await),
+            (cancel, deadline) => tokio::select! {
+                biased;
                 r = rx => answered(r),
-                () = cancel.cancelled() => return Err(RequestError::Cancelled),
+                () = cancelled(cancel.as_ref()) => return Err(RequestError::Cancelled),
+                () = sleep_until(deadline) => return Err(RequestError::TimedOut),
             },
-            None => answered(rx.await),
         };
         // Answered (or failed for good): nothing left to cancel.
         guard.number = None;
@@ -256,8 +279,9 @@ impl Client {
         pending.ready().await
     }
 
-    /// Closes the connection: pending requests fail, subscriptions end, tasks stop.
-    /// Idempotent.
+    /// Closes the connection now, for every handle: pending requests fail, subscriptions
+    /// end, the task stops (and is waited for). Idempotent. Dropping the last handle closes
+    /// it too, without waiting.
     pub async fn close(&self) {
         self.shared.close().await;
     }

@@ -17,8 +17,14 @@ use crate::tls::TlsOptions;
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default bound on requests in flight on one connection: 1,024.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
-/// Default bound on frames queued for writing: 256.
-pub const DEFAULT_OUTBOUND_QUEUE: usize = 256;
+/// Default bound on bytes waiting to be written to the socket: 256 KiB. While this much or
+/// more waits (a slow or stalled server), the connection task takes no new request,
+/// subscribe, attach or detach: they wait in the handles' bounded queue, and once it is full
+/// the calls themselves wait; reading from the server goes on. Cancels and unsubscribes from
+/// dropped handles, and what a reconnect sends (the re-attach, the re-subscribes and the
+/// calls held for it), are queued regardless, so the backlog can exceed the bound by those
+/// and by the one frame that crossed it.
+pub const DEFAULT_WRITE_BACKLOG: usize = 256 * 1024;
 /// Default bound on undelivered change events per subscription before they collapse into
 /// one "lagged" event (the state itself is never lost): 1,024.
 pub const DEFAULT_SUBSCRIPTION_EVENTS: usize = 1024;

@@ -25,11 +25,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::config::ClientConfig;
+use crate::config::{ClientConfig, DEFAULT_WRITE_BACKLOG};
 use crate::conn::{ClientConn, Command, ConnConfig, Event, RequestNumbers};
 use crate::endpoint::Endpoint;
 use crate::error::ConnectError;
-use crate::shared::{Deferred, Order, Shared, Waiter};
+use crate::shared::{Deferred, Mailbox, Order, RELEASED, Shared, Waiter};
 use crate::sink::Sinks;
 use crate::status::Status;
 use crate::tls;
@@ -40,9 +40,6 @@ const ORDER_QUEUE: usize = 256;
 
 /// Room made in the read buffer before each read.
 const READ_CHUNK: usize = 64 * 1024;
-/// Orders are not taken while this many bytes wait to be written, so callers wait on the
-/// bounded order queue instead of the write buffer growing.
-const MAX_WRITE_BACKLOG: usize = 256 * 1024;
 /// Orders taken per round, so a busy caller cannot starve the reads.
 const ORDERS_PER_ROUND: usize = 256;
 /// Rounds per poll before the task yields to the runtime.
@@ -85,8 +82,10 @@ pub(crate) async fn connect(config: ClientConfig) -> Result<Arc<Shared>, Connect
     let (orders_tx, orders) = mpsc::channel(ORDER_QUEUE);
     let (status_tx, status) = watch::channel(Status::Connected);
     let (attachment_tx, attachment) = watch::channel(None);
+    let mailbox = Arc::new(Mailbox::default());
     let shared = Shared::new(
         orders_tx,
+        Arc::clone(&mailbox),
         numbers,
         status,
         attachment,
@@ -95,7 +94,7 @@ pub(crate) async fn connect(config: ClientConfig) -> Result<Arc<Shared>, Connect
     );
     let span = tracing::debug_span!("client", endpoint = %config.endpoint, server_id = %server_id);
     let driver = Driver {
-        shared: Arc::clone(&shared),
+        mailbox,
         config,
         tls,
         conn,
@@ -203,9 +202,10 @@ fn read_error(endpoint: &Endpoint, e: std::io::Error) -> ConnectError {
     }
 }
 
-/// The connection task.
+/// The connection task. It holds no [`Shared`], so it never keeps the client alive: when the
+/// last handle is dropped it stops.
 struct Driver {
-    shared: Arc<Shared>,
+    mailbox: Arc<Mailbox>,
     config: ClientConfig,
     tls: Option<Arc<rustls::ClientConfig>>,
     conn: ClientConn<Waiter>,
@@ -248,33 +248,33 @@ impl Driver {
                 return None;
             }
             if mem::take(&mut self.dial) {
-                let shutdown = self.shared.shutdown.clone();
+                let mailbox = Arc::clone(&self.mailbox);
                 let dialled = tokio::select! {
                     biased;
-                    () = shutdown.cancelled() => None,
+                    why = mailbox.stopped() => Err(why),
                     r = establish(
                         &self.config,
                         self.tls.as_ref(),
                         &mut self.conn,
                         &mut self.sinks,
-                    ) => Some(r),
+                    ) => Ok(r),
                 };
                 match dialled {
-                    None => self.conn.close("client closed"),
-                    Some(Ok(t)) => return Some(t),
-                    Some(Err(e)) => self.conn.handle_connect_failed(now(), &e),
+                    Err(why) => self.conn.close(why),
+                    Ok(Ok(t)) => return Some(t),
+                    Ok(Err(e)) => self.conn.handle_connect_failed(now(), &e),
                 }
                 continue;
             }
             let deadline = self.conn.poll_timeout();
-            let shared = Arc::clone(&self.shared);
+            let mailbox = Arc::clone(&self.mailbox);
             tokio::select! {
                 biased;
-                () = shared.shutdown.cancelled() => self.conn.close("client closed"),
-                () = shared.deferred_notify.notified() => self.drain_deferred(),
+                why = mailbox.stopped() => self.conn.close(why),
+                () = mailbox.deferred_notify.notified() => self.drain_deferred(),
                 order = self.orders.recv(), if self.conn.accepts_commands() => match order {
                     Some(order) => self.order(order),
-                    None => self.conn.close("every client handle was dropped"),
+                    None => self.conn.close(RELEASED),
                 },
                 () = sleep_until(deadline) => self.conn.handle_timeout(now()),
             }
@@ -283,9 +283,9 @@ impl Driver {
 
     /// Serves one live transport until it is lost or the client closes.
     async fn serve(&mut self, mut socket: Socket) -> Served {
-        let shared = Arc::clone(&self.shared);
-        let mut cancelled = pin!(shared.shutdown.cancelled());
-        let mut notified = pin!(shared.deferred_notify.notified());
+        let mailbox = Arc::clone(&self.mailbox);
+        let mut stopped = pin!(mailbox.stopped());
+        let mut notified = pin!(mailbox.deferred_notify.notified());
         let mut timer = pin!(tokio::time::sleep_until(Instant::now()));
         let mut armed: Option<std::time::Instant> = None;
         let mut write = BytesMut::new();
@@ -297,16 +297,16 @@ impl Driver {
         poll_fn(|cx| {
             for _ in 0..ROUNDS_PER_POLL {
                 let mut busy = false;
-                if cancelled.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Served::Closed("client closed"));
+                if let Poll::Ready(why) = stopped.as_mut().poll(cx) {
+                    return Poll::Ready(Served::Closed(why));
                 }
                 if notified.as_mut().poll(cx).is_ready() {
-                    notified.set(shared.deferred_notify.notified());
+                    notified.set(mailbox.deferred_notify.notified());
                     self.drain_deferred();
                     busy = true;
                 }
                 for _ in 0..ORDERS_PER_ROUND {
-                    if self.conn.pending_transmit() + write.len() >= MAX_WRITE_BACKLOG
+                    if self.conn.pending_transmit() + write.len() >= DEFAULT_WRITE_BACKLOG
                         || !self.conn.accepts_commands()
                     {
                         break;
@@ -317,7 +317,7 @@ impl Driver {
                             busy = true;
                         }
                         Poll::Ready(None) => {
-                            return Poll::Ready(Served::Closed("every client handle was dropped"));
+                            return Poll::Ready(Served::Closed(RELEASED));
                         }
                         Poll::Pending => break,
                     }
@@ -427,7 +427,7 @@ impl Driver {
 
     /// Cancels and unsubscribes queued by handles' `Drop`.
     fn drain_deferred(&mut self) {
-        let items: Vec<Deferred> = mem::take(&mut *self.shared.lock_deferred());
+        let items: Vec<Deferred> = mem::take(&mut *self.mailbox.lock_deferred());
         for item in items {
             let cmd = match item {
                 Deferred::Cancel(number) => Command::Cancel(number),
@@ -491,9 +491,9 @@ impl Driver {
         while let Ok(order) = self.orders.try_recv() {
             self.order(order);
         }
-        self.shared.lock_deferred().clear();
+        self.mailbox.lock_deferred().clear();
         let _ = self.deliver();
-        self.shared.shutdown.cancel();
+        self.mailbox.shutdown.cancel();
     }
 }
 

@@ -26,6 +26,14 @@
 //!   a stream of [`SubscriptionEvent`]s. A session subscription ends ([`EndReason`]) when
 //!   its attachment does; a dropped connection alone only makes it resync.
 //!
+//! ## Lifetime
+//! The connection lives while a handle that can use it does: a [`Client`] (any clone), a
+//! [`Session`], or a [`Subscription`] (which keeps receiving after its client was dropped, as
+//! a stream does). When the last of them is dropped the connection task stops: it makes no
+//! further attempt to connect, sends nothing more, closes the socket and ends, and the status
+//! becomes [`Status::Closed`] ([`CloseReason::Requested`]). A status, attachment or replica
+//! watch does not keep it alive. [`Client::close`] ends it at once, whatever handles remain.
+//!
 //! ## Cancellation
 //! Dropping a request future cancels it: the pending entry is removed and, if the request was
 //! already sent, a `cancel` goes to the server. A cancellation token or timeout in
@@ -53,8 +61,8 @@
 //! 2. `conn/`: the sans-IO core (`command`, `event`, `requests`, `in_flight`,
 //!    `subscriptions`); it knows nothing of tokio's channels or the layers above.
 //! 3. `sink` (each subscription's channels on the task's side, and the replicas the task
-//!    lends the core), then `shared` (what the handles share with the task: the order queue,
-//!    `Drop`'s deferred work, the shutdown signal).
+//!    lends the core), then `shared` (what the handles share: the order queue, and the
+//!    mailbox they share with the task: `Drop`'s deferred work and the signals that stop it).
 //! 4. `driver`: the connection task.
 //! 5. The public handles: `subscription` ([`Subscription`]), `client` ([`Client`]), and
 //!    `session` ([`Session`], and [`Client::attach`], which makes one).
@@ -79,9 +87,9 @@ mod transport;
 pub use client::{Client, RequestOptions};
 pub use config::{
     ClientConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EARLY_UPDATE_BUFFER, DEFAULT_HEALTHY_AFTER,
-    DEFAULT_MAX_IN_FLIGHT, DEFAULT_OUTBOUND_QUEUE, DEFAULT_RECONNECT_JITTER,
-    DEFAULT_SUBSCRIPTION_EVENTS, DEFAULT_TCP_KEEPALIVE_INTERVAL, DEFAULT_TCP_KEEPALIVE_RETRIES,
-    DEFAULT_TCP_KEEPALIVE_TIME, KeepaliveConfig, ReconnectPolicy,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_RECONNECT_JITTER, DEFAULT_SUBSCRIPTION_EVENTS,
+    DEFAULT_TCP_KEEPALIVE_INTERVAL, DEFAULT_TCP_KEEPALIVE_RETRIES, DEFAULT_TCP_KEEPALIVE_TIME,
+    DEFAULT_WRITE_BACKLOG, KeepaliveConfig, ReconnectPolicy,
 };
 pub use conn::{EndReason, SESSION_MANAGEMENT_SERVICE, SubscriptionEvent};
 pub use endpoint::{Endpoint, EndpointError};

@@ -44,7 +44,8 @@ impl Client {
 
 /// An attached session. Calls resolve the target when they are sent: if the connection is no
 /// longer attached to this session, they fail with [`RequestError::NotAttached`] instead of
-/// reaching the server with a stale route.
+/// reaching the server with a stale route. It holds its [`Client`], so it keeps the
+/// connection alive.
 #[derive(Debug, Clone)]
 pub struct Session {
     client: Client,

@@ -1,6 +1,11 @@
-//! What every handle of one client shares with its connection task: the bounded command
-//! queue, the list of work queued from `Drop`, the request number allocator, the status and
-//! attachment watches, and the shutdown signal.
+//! What every handle of one client shares, and the part of it the connection task holds too.
+//!
+//! The handles ([`Client`](crate::Client) and its clones, each [`Session`](crate::Session),
+//! each [`Subscription`](crate::Subscription)) hold a [`Shared`]: the bounded order queue, the
+//! request number allocator, the status and attachment watches. The task holds only the
+//! [`Mailbox`] (the work queued from `Drop` and the signals that stop it), never a `Shared`,
+//! so the handles alone keep the connection alive: when the last `Shared` is dropped the task
+//! learns it at once, closes the socket and ends.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +21,11 @@ use crate::conn::{Answer, Command, RequestNumbers, Subscribe};
 use crate::error::RequestError;
 use crate::sink::SubscriptionSink;
 use crate::status::Status;
+
+/// Why the task stops after [`Client::close`](crate::Client::close).
+pub(crate) const CLOSED: &str = "client closed";
+/// Why the task stops after the last handle was dropped.
+pub(crate) const RELEASED: &str = "every client handle was dropped";
 
 /// How a caller waits for the connection task's answer.
 pub(crate) type Waiter = oneshot::Sender<Answer>;
@@ -40,26 +50,60 @@ pub(crate) enum Deferred {
     Unsubscribe(u64),
 }
 
-/// State shared by every handle of one client and its connection task.
-pub(crate) struct Shared {
-    orders: mpsc::Sender<Order>,
+/// What the connection task and the handles both hold: the work queued from `Drop`, its
+/// wake-up, and the two signals that stop the task.
+#[derive(Default)]
+pub(crate) struct Mailbox {
+    /// One entry per dropped request or subscription handle.
     deferred: Mutex<Vec<Deferred>>,
     /// Woken when `deferred` gains an item.
     pub(crate) deferred_notify: Notify,
+    /// Cancelled when the client closes, and by the task when it ends: every wait ends.
+    pub(crate) shutdown: CancellationToken,
+    /// Cancelled when the last handle's [`Shared`] is dropped.
+    released: CancellationToken,
+}
+
+impl Mailbox {
+    pub(crate) fn lock_deferred(&self) -> MutexGuard<'_, Vec<Deferred>> {
+        self.deferred.lock()
+    }
+
+    /// Resolves once the task must stop, with why: [`CLOSED`] or [`RELEASED`] (a close wins
+    /// if both happened).
+    pub(crate) async fn stopped(&self) -> &'static str {
+        tokio::select! {
+            biased;
+            () = self.shutdown.cancelled() => CLOSED,
+            () = self.released.cancelled() => RELEASED,
+        }
+    }
+}
+
+/// State shared by every handle of one client; dropping the last one stops the connection
+/// task.
+pub(crate) struct Shared {
+    orders: mpsc::Sender<Order>,
+    mailbox: Arc<Mailbox>,
     numbers: RequestNumbers,
     next_sub_key: AtomicU64,
     status: watch::Receiver<Status>,
     attachment: watch::Receiver<Option<SessionTarget>>,
     server_id: ServerId,
     request_timeout: Option<Duration>,
-    /// Cancelled when the client closes: the task finishes, every wait ends.
-    pub(crate) shutdown: CancellationToken,
     tracker: TaskTracker,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.mailbox.released.cancel();
+    }
 }
 
 impl Shared {
     pub(crate) fn new(
         orders: mpsc::Sender<Order>,
+        mailbox: Arc<Mailbox>,
         numbers: RequestNumbers,
         status: watch::Receiver<Status>,
         attachment: watch::Receiver<Option<SessionTarget>>,
@@ -68,15 +112,13 @@ impl Shared {
     ) -> Arc<Self> {
         Arc::new(Self {
             orders,
-            deferred: Mutex::new(Vec::new()),
-            deferred_notify: Notify::new(),
+            mailbox,
             numbers,
             next_sub_key: AtomicU64::new(1),
             status,
             attachment,
             server_id,
             request_timeout,
-            shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
         })
     }
@@ -106,13 +148,14 @@ impl Shared {
         self.next_sub_key.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub(crate) fn lock_deferred(&self) -> MutexGuard<'_, Vec<Deferred>> {
-        self.deferred.lock()
-    }
-
+    /// Queues `item` for the task (nothing once the client is closed: the task drains no
+    /// more, and a closed core has nothing to cancel).
     pub(crate) fn defer(&self, item: Deferred) {
-        self.lock_deferred().push(item);
-        self.deferred_notify.notify_one();
+        if self.mailbox.shutdown.is_cancelled() {
+            return;
+        }
+        self.mailbox.lock_deferred().push(item);
+        self.mailbox.deferred_notify.notify_one();
     }
 
     /// Spawns a task that [`close`](Self::close) waits for.
@@ -126,7 +169,7 @@ impl Shared {
     /// Cancels every wait, then waits for every task spawned through
     /// [`spawn`](Self::spawn).
     pub(crate) async fn close(&self) {
-        self.shutdown.cancel();
+        self.mailbox.shutdown.cancel();
         self.tracker.close();
         self.tracker.wait().await;
     }
@@ -146,7 +189,7 @@ impl Shared {
         order: Order,
         cancel: Option<&CancellationToken>,
     ) -> Result<(), RequestError> {
-        if self.shutdown.is_cancelled() {
+        if self.mailbox.shutdown.is_cancelled() {
             return Err(RequestError::Closed);
         }
         // The queue is rarely full: taking a slot without building a waiting future first is
@@ -164,5 +207,54 @@ impl Shared {
             None => self.orders.send(order).await,
         };
         sent.map_err(|_| RequestError::Closed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared() -> (Arc<Shared>, Arc<Mailbox>) {
+        let mailbox = Arc::new(Mailbox::default());
+        let (orders, _) = mpsc::channel(1);
+        let (_, status) = watch::channel(Status::Connected);
+        let (_, attachment) = watch::channel(None);
+        let server_id = ServerId::parse("00000000-0000-4000-8000-000000000001").unwrap();
+        let shared = Shared::new(
+            orders,
+            Arc::clone(&mailbox),
+            RequestNumbers::default(),
+            status,
+            attachment,
+            server_id,
+            None,
+        );
+        (shared, mailbox)
+    }
+
+    #[tokio::test]
+    async fn the_task_is_stopped_by_the_last_handle_dropped_and_a_close_wins() {
+        let (shared, mailbox) = shared();
+        let clone = Arc::clone(&shared);
+        drop(shared);
+        assert!(!mailbox.released.is_cancelled(), "a handle remains");
+        drop(clone);
+        assert_eq!(mailbox.stopped().await, RELEASED);
+        mailbox.shutdown.cancel();
+        assert_eq!(mailbox.stopped().await, CLOSED);
+    }
+
+    #[test]
+    fn nothing_is_deferred_once_the_client_is_closed() {
+        let (shared, mailbox) = shared();
+        shared.defer(Deferred::Cancel(1));
+        assert_eq!(mailbox.lock_deferred().len(), 1);
+        mailbox.lock_deferred().clear();
+        mailbox.shutdown.cancel();
+        shared.defer(Deferred::Unsubscribe(2));
+        assert!(
+            mailbox.lock_deferred().is_empty(),
+            "no one drains it any more"
+        );
     }
 }

@@ -28,7 +28,10 @@ use crate::error::RequestError;
 use crate::shared::{Deferred, Shared};
 use crate::sink::SubscriptionReceivers;
 
-/// A live subscription. Dropping it unsubscribes.
+/// A live subscription. It keeps its connection alive, even after its [`Client`] was
+/// dropped; dropping it unsubscribes (and closes the connection if it was the last handle).
+///
+/// [`Client`]: crate::Client
 pub struct Subscription {
     key: u64,
     service_id: String,

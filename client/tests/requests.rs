@@ -585,3 +585,59 @@ async fn requests_beyond_max_in_flight_wait_in_order_while_other_commands_go_ahe
     assert_eq!(c.unwrap(), Reply::Value(Value::from("three")));
     d.unwrap();
 }
+
+/// Polls `fut` once, so a request's order is queued before the next one's.
+async fn poll_once<F: Future + Unpin>(fut: &mut F) {
+    tokio::select! {
+        biased;
+        _ = fut => panic!("answered by a server that has answered nothing"),
+        () = std::future::ready(()) => {}
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_fires_while_the_request_waits_in_the_queue_behind_a_full_in_flight_limit() {
+    let listener = Listener::bind();
+    let mut config = listener.config();
+    config.max_in_flight = 1;
+    let (client, peer) = tokio::join!(Client::connect(config), listener.accept_ready());
+    let (client, mut peer) = (client.unwrap(), peer);
+    let target = client.server_target();
+    // One request in flight and one waiting for its slot: the limit admits no more, so the
+    // connection task takes no further order.
+    let mut r1 = Box::pin(client.request(target.clone(), call("r1")));
+    let mut r2 = Box::pin(client.request(target.clone(), call("r2")));
+    poll_once(&mut r1).await;
+    poll_once(&mut r2).await;
+    let first = peer.recv_request().await;
+    assert_eq!(first.call, call("r1"));
+
+    let options = RequestOptions {
+        cancel: None,
+        timeout: Some(Duration::from_secs(1)),
+    };
+    let started = tokio::time::Instant::now();
+    let r3 = client.request_with_options(target.clone(), call("r3"), options);
+    let err = tokio::time::timeout(HANG_GUARD, r3)
+        .await
+        .expect("the timeout fires while the request waits")
+        .unwrap_err();
+    assert_eq!(err, RequestError::TimedOut);
+    assert_eq!(started.elapsed(), Duration::from_secs(1), "at its deadline");
+
+    // The timed-out request never leaves: after the waiting one, the next is the probe.
+    let probe = client.request(target.clone(), call("probe"));
+    let server = async {
+        peer.respond(&first.id, Outcome::Void).await;
+        let second = peer.recv_request().await;
+        assert_eq!(second.call, call("r2"));
+        peer.respond(&second.id, Outcome::Void).await;
+        let next = peer.recv_request().await;
+        assert_eq!(next.call, call("probe"), "the timed-out request was sent");
+        peer.respond(&next.id, Outcome::Void).await;
+    };
+    let (a, b, c, ()) = tokio::join!(r1, r2, probe, server);
+    a.unwrap();
+    b.unwrap();
+    c.unwrap();
+}

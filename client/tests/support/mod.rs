@@ -133,6 +133,26 @@ impl Peer {
         self.framed.get_mut().write_all(bytes).await.unwrap();
     }
 
+    /// Reads one raw byte (of whatever the client is writing), bypassing the frame decoder:
+    /// call only between frames, when the decoder holds nothing.
+    pub(crate) async fn read_raw_byte(&mut self) -> u8 {
+        use tokio::io::AsyncReadExt;
+        tokio::time::timeout(HANG_GUARD, self.framed.get_mut().read_u8())
+            .await
+            .expect("client writes")
+            .expect("connection open")
+    }
+
+    /// Reads raw bytes until the client closes the connection; returns how many.
+    pub(crate) async fn read_raw_to_eof(&mut self) -> usize {
+        use tokio::io::AsyncReadExt;
+        let mut rest = Vec::new();
+        tokio::time::timeout(HANG_GUARD, self.framed.get_mut().read_to_end(&mut rest))
+            .await
+            .expect("client closes")
+            .expect("clean close")
+    }
+
     pub(crate) async fn handshake(&mut self, id: ServerId) {
         assert_eq!(self.recv().await, ClientMessage::hello());
         self.send(ServerMessage::Hello { server_id: id }).await;
