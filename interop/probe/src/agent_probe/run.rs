@@ -10,8 +10,10 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+
+use parking_lot::Mutex;
 
 use baton_host::BoxFuture;
 use baton_host::ThinkingLevel;
@@ -57,10 +59,6 @@ impl Shared {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 #[derive(Debug)]
 struct ScenarioProvider {
     turns: Vec<Turn>,
@@ -78,7 +76,7 @@ impl Provider for ScenarioProvider {
     }
 
     fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> Box<dyn ProviderStream> {
-        lock(&self.requests).push(to_json!(&request.messages));
+        self.requests.lock().push(to_json!(&request.messages));
         let i = self.next.fetch_add(1, Ordering::SeqCst);
         let Some(turn) = self.turns.get(i) else {
             return Box::new(ScenarioStream {
@@ -247,12 +245,13 @@ fn event_json(event: &LoopEvent) -> serde_json::Value {
 
 impl RunContext for Recorder {
     fn model_context(&self) -> ModelContext {
-        lock(&self.projected).context().clone()
+        self.projected.lock().context().clone()
     }
 
     fn messages(&self) -> Arc<Vec<Arc<AgentMessage>>> {
         Arc::new(
-            lock(&self.transcript)
+            self.transcript
+                .lock()
                 .iter()
                 .cloned()
                 .map(Arc::new)
@@ -261,14 +260,16 @@ impl RunContext for Recorder {
     }
 
     fn append(&self, message: AgentMessage) -> Result<(), StoreError> {
-        lock(&self.events).push(json!({"type": "Append", "message": to_json!(&message)}));
-        lock(&self.projected).push(&Arc::new(message.clone()));
-        lock(&self.transcript).push(message);
+        self.events
+            .lock()
+            .push(json!({"type": "Append", "message": to_json!(&message)}));
+        self.projected.lock().push(&Arc::new(message.clone()));
+        self.transcript.lock().push(message);
         Ok(())
     }
 
     fn emit(&self, event: LoopEvent) {
-        lock(&self.events).push(event_json(&event));
+        self.events.lock().push(event_json(&event));
         if let LoopEvent::ToolEnd { result } = &event {
             let order = &self.shared.order;
             if let Some(at) = order.iter().position(|id| *id == result.tool_call_id)
@@ -357,9 +358,9 @@ pub(crate) async fn run(scenario: Scenario) -> Result<serde_json::Value, String>
         .map_err(|e| format!("run failed: {e}"))?;
     tracker.close();
     tracker.wait().await;
-    let messages = to_json!(&*lock(&recorder.transcript));
-    let events = serde_json::Value::Array(lock(&recorder.events).clone());
-    let requests = serde_json::Value::Array(lock(&provider.requests).clone());
+    let messages = to_json!(&*recorder.transcript.lock());
+    let events = serde_json::Value::Array(recorder.events.lock().clone());
+    let requests = serde_json::Value::Array(provider.requests.lock().clone());
     Ok(json!({
         "events": events,
         "messages": messages,

@@ -26,7 +26,9 @@ mod json;
 
 use std::collections::HashMap;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use baton_client::{
@@ -61,10 +63,7 @@ async fn finish_request(
     request: impl Future<Output = Result<Reply, baton_client::RequestError>>,
 ) {
     let result = request.await;
-    requests
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .remove(&id.to_string());
+    requests.lock().remove(&id.to_string());
     answer(&out, &id, result.map(reply_json).map_err(ProbeError::from));
 }
 
@@ -316,7 +315,7 @@ impl Probe {
             Scope::Server => {
                 let client = self.client()?;
                 let target = client.server_target();
-                self.lock_requests().insert(key, cancel);
+                self.requests.lock().insert(key, cancel);
                 self.tasks.spawn(async move {
                     let request = client.request_with_options(target, call, options);
                     finish_request(out, id, requests, request).await;
@@ -324,7 +323,7 @@ impl Probe {
             }
             Scope::Session => {
                 let session = self.session()?;
-                self.lock_requests().insert(key, cancel);
+                self.requests.lock().insert(key, cancel);
                 self.tasks.spawn(async move {
                     let request = session.request_with_options(call, options);
                     finish_request(out, id, requests, request).await;
@@ -334,14 +333,11 @@ impl Probe {
         Ok(())
     }
 
-    fn lock_requests(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
-        self.requests.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     fn cancel(&mut self, cmd: &Json) -> Result<Json, ProbeError> {
         let request: Json = field(cmd, "request")?;
         let token = self
-            .lock_requests()
+            .requests
+            .lock()
             .remove(&request.to_string())
             .ok_or_else(|| ProbeError::input(format!("no request {request}")))?;
         token.cancel();
@@ -374,10 +370,7 @@ impl Probe {
                 Ok(sub) => {
                     let state = sub.watch();
                     let replica = replica_json(&state.borrow());
-                    replicas
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert(task_name.clone(), state);
+                    replicas.lock().insert(task_name.clone(), state);
                     answer(&out, &id, Ok(json!({ "state": replica })));
                     forward_events(out, task_name, sub).await;
                 }
@@ -390,7 +383,7 @@ impl Probe {
 
     fn state(&self, cmd: &Json) -> Result<Json, ProbeError> {
         let name: String = field(cmd, "name")?;
-        let replicas = self.replicas.lock().unwrap_or_else(PoisonError::into_inner);
+        let replicas = self.replicas.lock();
         let watch = replicas
             .get(&name)
             .ok_or_else(|| ProbeError::input(format!("no live subscription {name:?}")))?;
@@ -405,10 +398,7 @@ impl Probe {
             .ok_or_else(|| ProbeError::input(format!("no subscription {name:?}")))?;
         // Dropping the task's Subscription unsubscribes.
         handle.abort();
-        self.replicas
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&name);
+        self.replicas.lock().remove(&name);
         Ok(json!({}))
     }
 
