@@ -1,5 +1,5 @@
-//! The model projection: rich [`AgentMessage`]s → model [`Message`]s, immediately before each
-//! model call.
+//! The model projection: rich [`AgentMessage`](crate::message::AgentMessage)s → model
+//! [`Message`](crate::message::Message)s, immediately before each model call.
 //!
 //! ```text
 //! runtime transcript ─▶ ContextTransform (optional, rich → rich, falls back on error)
@@ -32,11 +32,11 @@
 
 mod context;
 mod incremental;
-mod project;
+mod rules;
 
 pub use context::{Iter, ModelContext};
 pub use incremental::ContextProjector;
-pub use project::{
+pub use rules::{
     BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX, COMPACTION_SUMMARY_PREFIX,
     COMPACTION_SUMMARY_SUFFIX, ContextTransform, MISSING_RESULT_TEXT, TransformError,
     bash_execution_to_text, convert, is_well_paired, prepare_context, project, repair,

@@ -1,5 +1,5 @@
-//! The service adapter: a [`SessionManager`](crate::session::SessionManager)'s sessions served through `baton-server` as the
-//! chord services of `docs/services.md`.
+//! The service adapter: a [`SessionManager`](crate::session::SessionManager)'s sessions
+//! served through `baton-server` as the chord services of `docs/services.md`.
 //!
 //! ```text
 //!  Server ─ServerHost─▶ ServiceHost ─connect_services─▶ ServerServices (one per connection)
@@ -11,13 +11,15 @@
 //! ```
 //!
 //! * Sessions open lazily: `create` writes the file; the first `attach` makes the server call
-//!   [`ServerHost::open_session`](baton_server::ServerHost::open_session), which opens the runtime session and starts its pump.
+//!   [`ServerHost::open_session`](baton_server::ServerHost::open_session), which opens the
+//!   runtime session and starts its pump.
 //! * Every `pi.session` method answers only after the updates describing its effect were
 //!   published, so a client's replica already shows them when the response arrives.
 //! * Runtime errors become wire errors in one place, [`service_error`].
 //! * Every call is checked against the access policy (`access`, `policy`): the listener
-//!   refuses identities with no rights ([`ServerHost::admit`](baton_server::ServerHost::admit)), the directory lists only
-//!   what the caller may see, and mutating calls need operator rights or ownership.
+//!   refuses identities with no rights ([`ServerHost::admit`](baton_server::ServerHost::admit)),
+//!   the directory lists only what the caller may see, and mutating calls need operator rights
+//!   or ownership.
 //! * The host is bounded ([`ServiceLimits`]): a session with no client and nothing running
 //!   closes after an idle timeout and reopens on the next attach, at most so many sessions
 //!   are open at once, and one identity owns at most so many sessions (`idle`, `limits`,

@@ -1,5 +1,5 @@
-//! Projecting a whole list: the optional [`ContextTransform`], the per-role conversion
-//! ([`convert`]) and the pairing repair ([`repair`]) of the module docs (`super`). The
+//! The projection's rules over a whole list: the optional [`ContextTransform`], the per-role
+//! conversion ([`convert`]) and the pairing repair ([`repair`]) of the module docs (`super`). The
 //! incremental projector (`super::incremental`) reuses the per-message conversion and is
 //! tested against [`project`].
 
