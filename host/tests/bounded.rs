@@ -163,20 +163,7 @@ impl Harness {
     }
 
     async fn try_create(&self, client: &Client) -> Result<String, baton_client::RequestError> {
-        let created = guard(
-            "create",
-            client.request(
-                client.server_target(),
-                call(
-                    "pi.session-management",
-                    "create",
-                    vec![Value::from_json("{}").unwrap()],
-                ),
-            ),
-        )
-        .await?
-        .into_value();
-        Ok(get(&created, "sessionId").as_str().unwrap().to_owned())
+        common::try_create(client, vec![Value::from_json("{}").unwrap()]).await
     }
 
     async fn create(&self, client: &Client) -> String {

@@ -30,7 +30,7 @@ use baton_server::Server;
 use tempfile::TempDir;
 
 use common::state::{get, guard_within, member};
-use common::{connect, host_config, manual_clock, scripted, serve, stop};
+use common::{connect, host_config, manual_clock, scripted, serve, stop, try_create};
 
 const SERVER_ID: &str = "00000000-0000-4000-8000-00000000001a";
 /// How long anything may take before the test is declared hung (not a performance bound).
@@ -89,17 +89,7 @@ impl Harness {
     /// A session created through `client`, holding `history` (imported before anyone
     /// attaches).
     async fn session_with(&self, client: &Client, history: Vec<AgentMessage>) -> String {
-        let created = guard(
-            "create",
-            client.request(
-                client.server_target(),
-                ServiceCall::new("pi.session-management", "create", vec![]).into_value(),
-            ),
-        )
-        .await
-        .unwrap()
-        .into_value();
-        let id = get(&created, "sessionId").as_str().unwrap().to_owned();
+        let id = try_create(client, vec![]).await.unwrap();
         self.host
             .manager()
             .open(&id)

@@ -1,6 +1,7 @@
 //! Helpers the integration suites of this crate share: the hang guard and state readers
 //! (`state`), a host configuration over a temporary directory with the scripted model,
-//! serving a host and connecting to it, waiting on a subscription, and one call of a tool.
+//! serving a host, connecting to it and creating a session, waiting on a subscription, and
+//! one call of a tool.
 //! A suite includes it with `mod common;` (a suite in a directory, by its path).
 
 #![allow(
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_client::{Client, ClientConfig, Endpoint, Subscription};
+use baton_client::{Client, ClientConfig, Endpoint, RequestError, Subscription};
 use baton_host::clock::ManualClock;
 use baton_host::journal::FsyncPolicy;
 use baton_host::provider::scripted::ScriptedConfig;
@@ -20,10 +21,11 @@ use baton_host::provider::{ModelInfo, ModelRegistry, Provider};
 use baton_host::service::ServiceHost;
 use baton_host::session::{HostConfig, SUMMARY_REQUEST_OPENING};
 use baton_host::tool::{Tool, ToolContext, ToolOutput};
+use baton_protocol::chord::ServiceCall;
 use baton_protocol::{ServerId, Value};
 use baton_server::{Listener, Server, ServerConfig};
 
-use state::{guard, member};
+use state::{get, guard, member};
 
 /// The hang guard and `pi.session` state readers (the `baton-host` command's suites include
 /// the same file).
@@ -93,6 +95,16 @@ pub(crate) async fn connect(endpoint: Endpoint) -> Client {
     guard("connect", Client::connect(ClientConfig::new(endpoint)))
         .await
         .unwrap()
+}
+
+/// Creates a session through `client` (`pi.session-management` `create` with `args`) and
+/// returns its id.
+pub(crate) async fn try_create(client: &Client, args: Vec<Value>) -> Result<String, RequestError> {
+    let call = ServiceCall::new("pi.session-management", "create", args).into_value();
+    let created = guard("create", client.request(client.server_target(), call))
+        .await?
+        .into_value();
+    Ok(get(&created, "sessionId").as_str().unwrap().to_owned())
 }
 
 /// Shuts a served host down: refuse new work, close the server (drain), stop the host.

@@ -14,8 +14,8 @@ use baton_protocol::{ServerId, Value};
 use baton_server::Server;
 use tempfile::TempDir;
 
-use crate::common::{connect, host_config, scripted, serve, stop};
-use crate::state::{get, guard};
+use crate::common::{connect, host_config, scripted, serve, stop, try_create};
+use crate::state::guard;
 
 /// The server id every harness serves.
 pub(crate) const SERVER_ID: &str = "00000000-0000-4000-8000-0000000000e2";
@@ -78,17 +78,7 @@ impl Harness {
 
     /// Creates a session (through `client`) and returns its id.
     pub(crate) async fn create(&self, client: &Client, options: &str) -> String {
-        let created = guard(
-            "create",
-            client.request(
-                client.server_target(),
-                call("pi.session-management", "create", vec![v(options)]),
-            ),
-        )
-        .await
-        .unwrap()
-        .into_value();
-        get(&created, "sessionId").as_str().unwrap().to_owned()
+        try_create(client, vec![v(options)]).await.unwrap()
     }
 
     /// The runtime's own view of a session, in its published form.
