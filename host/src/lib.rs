@@ -38,7 +38,9 @@
 //!
 //! Dependencies point down: `service` → `session` → `agent` → `provider`, `tool`,
 //! `projection` → `message`; `session` and `agent` write through `journal`, which sits on
-//! `message`, the model choice and `clock` only.
+//! `message`, the model choice and `clock` only. Within each module too, no file imports one
+//! that imports it, and none imports the file that declares it (this one or a `mod.rs`): what
+//! a module's files share has a file of its own (here [`BoxFuture`], in `future`).
 //!
 //! # Non-goals
 //! No listeners or wire code here (that is `baton-server`; [`service`] only implements its
@@ -52,6 +54,7 @@
 
 pub mod agent;
 pub mod clock;
+mod future;
 #[doc(hidden)]
 pub mod fuzzing;
 #[doc(hidden)]
@@ -67,20 +70,13 @@ mod spawn;
 pub mod tool;
 pub mod value;
 
-use std::future::Future;
-use std::pin::Pin;
-
 pub use agent::{AgentConfig, LoopEvent, RunContext, RunOutcome};
+pub use future::BoxFuture;
 pub use message::{AgentMessage, Message};
 pub use model_ref::{ModelRef, ThinkingLevel};
 pub use provider::{ModelInfo, ModelRegistry, Provider};
 pub use session::{
-    CreateOptions, HostConfig, SessionError, SessionEvent, SessionManager, SessionRuntime, Snapshot,
+    CreateOptions, DEFAULT_SYSTEM_PROMPT, HostConfig, SessionError, SessionEvent, SessionManager,
+    SessionRuntime, Snapshot,
 };
 pub use value::to_protocol_value;
-
-/// A boxed, `Send` future (the object-safe async return type of the crate's traits).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// The system prompt sessions use unless configured otherwise.
-pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a coding assistant working in the user's project directory. Use the read, write, edit and bash tools to inspect and change files, and answer concisely.";

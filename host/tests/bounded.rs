@@ -9,62 +9,35 @@
     reason = "test binary: helpers unwrap like the tests they serve"
 )]
 
-use std::future::Future;
+mod common;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_client::{Client, ClientConfig, Endpoint, Subscription};
+use baton_client::{Client, Endpoint, Subscription};
 use baton_host::clock::SystemClock;
-use baton_host::journal::FsyncPolicy;
-use baton_host::provider::ModelRegistry;
-use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::{ServiceHost, ServiceLimits};
-use baton_host::session::{HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
+use baton_host::session::SessionManager;
 use baton_protocol::chord::{ServiceCall, ServiceMode};
-use baton_protocol::{ErrorCode, ServerId, Value};
-use baton_server::{Listener, Server, ServerConfig};
+use baton_protocol::{ErrorCode, Value};
+use baton_server::{Listener, Server};
 use tempfile::TempDir;
 
-const SERVER_ID: &str = "00000000-0000-4000-8000-00000000b0dd";
-const HANG: Duration = Duration::from_secs(120);
-const IDLE: Duration = Duration::from_secs(60);
+use common::state::{get, guard, member, transcript};
+use common::{connect, host_config, scripted, serve, stop};
 
-async fn guard<T>(what: &str, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(HANG, f)
-        .await
-        .unwrap_or_else(|_| panic!("hung: {what}"))
-}
+const SERVER_ID: &str = "00000000-0000-4000-8000-00000000b0dd";
+const IDLE: Duration = Duration::from_secs(60);
 
 fn call(service: &str, member: &str, args: Vec<Value>) -> Value {
     ServiceCall::new(service, member, args).into_value()
 }
 
-fn get<'a>(value: &'a Value, key: &str) -> &'a Value {
-    static NULL: Value = Value::Null;
-    value.as_map().and_then(|m| m.get(key)).unwrap_or(&NULL)
-}
-
-fn member(sub: &Subscription, name: &str) -> Value {
-    sub.state()
-        .value(None, name)
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
+/// Waits until the subscription's member `name` satisfies `f`.
 async fn until(sub: &Subscription, name: &str, f: impl Fn(&Value) -> bool) -> Value {
-    let mut watch = sub.watch();
-    guard(name, async {
-        loop {
-            let current = member(sub, name);
-            if f(&current) {
-                return current;
-            }
-            watch.changed().await.expect("subscription ended");
-        }
-    })
-    .await
+    common::until(name, sub, name, f).await
 }
 
 /// The directory entry of `id`.
@@ -82,13 +55,6 @@ fn phase<'a>(sessions: &'a Value, id: &str) -> &'a str {
 
 fn attached(sessions: &Value, id: &str) -> Option<i64> {
     get(entry(sessions, id), "attachedClients").as_i64()
-}
-
-fn transcript(state: &Value) -> Vec<Value> {
-    get(state, "transcript")
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
 }
 
 /// Whether each of `ids` is open reads the same wherever it shows: the directory lists it
@@ -159,29 +125,21 @@ impl Harness {
         let dir = tempfile::tempdir().unwrap();
         let project = dir.path().join("project");
         std::fs::create_dir(&project).unwrap();
-        let mut config = HostConfig::new(dir.path().join("sessions"));
-        config.default_cwd = project.clone();
-        config.fsync = FsyncPolicy::Never;
         let manager = SessionManager::new(
-            config,
-            ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING)),
+            host_config(dir.path(), &project),
+            scripted(Duration::ZERO),
             Arc::new(SystemClock),
         )
         .unwrap();
         let host = ServiceHost::with_limits(Arc::new(manager), limits).unwrap();
-        let server = Server::start(
-            ServerConfig::new(ServerId::parse(SERVER_ID).unwrap()),
-            host.clone(),
-            vec![
-                Listener::unix(dir.path().join("run")),
-                Listener::tcp(SocketAddr::from(([127, 0, 0, 1], 0))),
-            ],
+        let (server, socket) = serve(
+            &host,
+            SERVER_ID,
+            dir.path(),
+            vec![Listener::tcp(SocketAddr::from(([127, 0, 0, 1], 0)))],
         )
-        .await
-        .unwrap();
-        let addrs = server.local_addrs();
-        let socket = addrs[0].unix_path().unwrap().to_path_buf();
-        let tcp = addrs[1].socket_addr().unwrap();
+        .await;
+        let tcp = server.local_addrs()[1].socket_addr().unwrap();
         Self {
             host,
             server,
@@ -193,33 +151,19 @@ impl Harness {
     }
 
     async fn client(&self) -> Client {
-        let config = ClientConfig::new(Endpoint::Unix(self.socket.clone()));
-        guard("connect", Client::connect(config)).await.unwrap()
+        connect(Endpoint::Unix(self.socket.clone())).await
     }
 
     async fn tcp_client(&self) -> Client {
-        let config = ClientConfig::new(Endpoint::Tcp {
+        connect(Endpoint::Tcp {
             host: self.tcp.ip().to_string(),
             port: self.tcp.port(),
-        });
-        guard("connect tcp", Client::connect(config)).await.unwrap()
+        })
+        .await
     }
 
     async fn try_create(&self, client: &Client) -> Result<String, baton_client::RequestError> {
-        let created = guard(
-            "create",
-            client.request(
-                client.server_target(),
-                call(
-                    "pi.session-management",
-                    "create",
-                    vec![Value::from_json("{}").unwrap()],
-                ),
-            ),
-        )
-        .await?
-        .into_value();
-        Ok(get(&created, "sessionId").as_str().unwrap().to_owned())
+        common::try_create(client, vec![Value::from_json("{}").unwrap()]).await
     }
 
     async fn create(&self, client: &Client) -> String {
@@ -227,9 +171,7 @@ impl Harness {
     }
 
     async fn stop(self) {
-        self.host.begin_shutdown();
-        guard("server close", self.server.close()).await.unwrap();
-        guard("host shutdown", self.host.shutdown()).await;
+        stop(&self.host, &self.server).await;
     }
 }
 

@@ -11,23 +11,21 @@
     reason = "test binary: helper functions unwrap like the tests they serve"
 )]
 
+mod common;
+
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Duration;
 
 use baton_host::agent::RunError;
-use baton_host::clock::ManualClock;
 use baton_host::journal::{FsyncPolicy, LOCK_FILE, SessionFile, SessionsDir, StoreError};
 use baton_host::message::{AgentMessage, UserContent};
-use baton_host::provider::ModelRegistry;
-use baton_host::provider::scripted::ScriptedConfig;
-use baton_host::session::{
-    CreateOptions, HostConfig, SUMMARY_REQUEST_OPENING, SessionError, SessionManager,
-};
+use baton_host::session::{CreateOptions, HostConfig, SessionError, SessionManager};
 use baton_testkit::Need;
+
+use common::{manual_clock, scripted};
 
 /// Where the child run finds its tmpfs.
 const TMPFS_ENV: &str = "BATON_JOURNAL_TMPFS";
@@ -37,11 +35,7 @@ fn manager(sessions: &Path, cwd: &Path, fsync: FsyncPolicy) -> Result<SessionMan
     let mut config = HostConfig::new(sessions);
     config.default_cwd = cwd.to_path_buf();
     config.fsync = fsync;
-    SessionManager::new(
-        config,
-        ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING)),
-        Arc::new(ManualClock::new(1_748_568_000_000, 1)),
-    )
+    SessionManager::new(config, scripted(Duration::ZERO), manual_clock())
 }
 
 fn mode(path: &Path) -> u32 {

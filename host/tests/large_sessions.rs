@@ -11,41 +11,33 @@
     reason = "test binary: helpers unwrap like the tests they serve"
 )]
 
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
-use baton_client::{Client, ClientConfig, Endpoint, Subscription};
-use baton_host::clock::ManualClock;
-use baton_host::journal::FsyncPolicy;
+use baton_client::{Client, Endpoint, Subscription};
 use baton_host::message::{
     AgentMessage, AssistantContent, AssistantMessage, StopReason, TextContent, ToolCall,
     ToolResultMessage, Usage, UserContent, UserMessage,
 };
-use baton_host::provider::ModelRegistry;
-use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::ServiceHost;
 use baton_host::session::{
-    DEFAULT_TRANSCRIPT_WINDOW, HostConfig, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES,
-    SUMMARY_REQUEST_OPENING, SessionManager,
+    DEFAULT_TRANSCRIPT_WINDOW, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES, SessionManager,
 };
 use baton_protocol::chord::{ServiceCall, ServiceMode};
-use baton_protocol::{ErrorCode, ServerId, Value};
-use baton_server::{Listener, Server, ServerConfig};
+use baton_protocol::{ErrorCode, Value};
+use baton_server::Server;
 use tempfile::TempDir;
+
+use common::state::{get, guard_within, member};
+use common::{connect, host_config, manual_clock, scripted, serve, stop, try_create};
 
 const SERVER_ID: &str = "00000000-0000-4000-8000-00000000001a";
 /// How long anything may take before the test is declared hung (not a performance bound).
 const HANG: Duration = Duration::from_secs(300);
 
 async fn guard<T>(what: &str, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(HANG, f)
-        .await
-        .unwrap_or_else(|_| panic!("hung: {what}"))
-}
-
-fn get<'a>(value: &'a Value, key: &str) -> &'a Value {
-    static NULL: Value = Value::Null;
-    value.as_map().and_then(|m| m.get(key)).unwrap_or(&NULL)
+    guard_within(HANG, what, f).await
 }
 
 fn items(state: &Value) -> &[Value] {
@@ -59,10 +51,7 @@ fn call(member: &str, args: Vec<Value>) -> Value {
 }
 
 fn state(sub: &Subscription) -> Value {
-    sub.state()
-        .value(None, "state")
-        .cloned()
-        .unwrap_or(Value::Null)
+    member(sub, "state")
 }
 
 fn n(v: usize) -> Value {
@@ -80,28 +69,15 @@ struct Harness {
 impl Harness {
     async fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = HostConfig::new(dir.path().join("sessions"));
-        config.default_cwd = dir.path().to_path_buf();
-        config.fsync = FsyncPolicy::Never;
+        let mut config = host_config(dir.path(), dir.path());
         // These sessions are far past any context window on purpose: they test publishing,
         // not compaction (tests/session_features/compaction.rs), which would add a summary
         // after every turn.
         config.session.compaction.auto = false;
-        let manager = SessionManager::new(
-            config,
-            ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING)),
-            Arc::new(ManualClock::new(1_748_568_000_000, 1)),
-        )
-        .unwrap();
+        let manager =
+            SessionManager::new(config, scripted(Duration::ZERO), manual_clock()).unwrap();
         let host = ServiceHost::new(manager).unwrap();
-        let server = Server::start(
-            ServerConfig::new(ServerId::parse(SERVER_ID).unwrap()),
-            host.clone(),
-            vec![Listener::unix(dir.path().join("run"))],
-        )
-        .await
-        .unwrap();
-        let socket = server.local_addrs()[0].unix_path().unwrap().to_path_buf();
+        let (server, socket) = serve(&host, SERVER_ID, dir.path(), Vec::new()).await;
         Self {
             host,
             server,
@@ -113,17 +89,7 @@ impl Harness {
     /// A session created through `client`, holding `history` (imported before anyone
     /// attaches).
     async fn session_with(&self, client: &Client, history: Vec<AgentMessage>) -> String {
-        let created = guard(
-            "create",
-            client.request(
-                client.server_target(),
-                ServiceCall::new("pi.session-management", "create", vec![]).into_value(),
-            ),
-        )
-        .await
-        .unwrap()
-        .into_value();
-        let id = get(&created, "sessionId").as_str().unwrap().to_owned();
+        let id = try_create(client, vec![]).await.unwrap();
         self.host
             .manager()
             .open(&id)
@@ -134,18 +100,11 @@ impl Harness {
     }
 
     async fn client(&self) -> Client {
-        guard(
-            "connect",
-            Client::connect(ClientConfig::new(Endpoint::Unix(self.socket.clone()))),
-        )
-        .await
-        .unwrap()
+        connect(Endpoint::Unix(self.socket.clone())).await
     }
 
     async fn stop(self) {
-        self.host.begin_shutdown();
-        guard("close", self.server.close()).await.unwrap();
-        guard("shutdown", self.host.shutdown()).await;
+        stop(&self.host, &self.server).await;
     }
 }
 

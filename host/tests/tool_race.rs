@@ -7,17 +7,19 @@
     reason = "test binary: helper functions unwrap like the tests they serve"
 )]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
 
-use baton_host::tool::{BashConfig, Tool, ToolContext, ToolOutput, ToolSet};
-use baton_protocol::Value;
+use baton_host::tool::{BashConfig, ToolContext, ToolSet};
 use rustix::fs::{CWD, RenameFlags, renameat_with};
 use tokio_util::sync::CancellationToken;
+
+use common::call_tool;
 
 /// Tool calls made while the swapper runs.
 const CALLS: usize = 1_000;
@@ -69,30 +71,6 @@ fn differences(before: &Snapshot, after: &Snapshot) -> String {
         out.push(format!("created {}", path.display()));
     }
     out.join(", ")
-}
-
-/// One call through the real tool; (is_error, text).
-async fn call(tool: &Arc<dyn Tool>, json: &str, ctx: &ToolContext) -> (bool, String) {
-    let args = tool
-        .parameters()
-        .parse(&Value::from_json(json).unwrap())
-        .unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(60), tool.execute(&args, ctx))
-        .await
-        .expect("a tool call hung");
-    match out {
-        Ok(ToolOutput {
-            content, is_error, ..
-        }) => (
-            is_error,
-            content
-                .iter()
-                .filter_map(|c| c.as_text())
-                .collect::<Vec<_>>()
-                .join(""),
-        ),
-        Err(e) => (true, e.message),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,7 +153,7 @@ async fn a_directory_swapped_for_a_symlink_never_lets_a_file_tool_out() {
                 Some(format!("d{i}/x.txt")),
             ),
         };
-        let (is_error, text) = call(tool, &json, &ctx).await;
+        let (is_error, text) = call_tool(tool, &json, &ctx).await;
         if text.contains(SECRET) {
             leaked.push(format!("{json} -> {text}"));
         }

@@ -6,18 +6,21 @@
     reason = "test binary: helper functions unwrap like the tests they serve"
 )]
 
+mod common;
+
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use baton_host::tool::{
     BashConfig, Confinement, FileAccess, MAX_READ_BYTES, ParentEnv, ReadTool, Tool, ToolContext,
-    ToolOutput, ToolSet, confinement_status,
+    ToolSet, confinement_status,
 };
 use baton_protocol::Value;
 use baton_testkit::Need;
 use tokio_util::sync::CancellationToken;
+
+use common::call_tool;
 
 /// A workspace and a separate artefact directory, both temporary.
 struct Fixture {
@@ -56,30 +59,7 @@ impl Fixture {
 
     /// Runs one call (arguments as JSON) and returns (is_error, text). Nothing may take long.
     async fn call(&self, tool: &str, json: &str) -> (bool, String) {
-        call(self.tools.get(tool).unwrap(), json, &self.ctx()).await
-    }
-}
-
-async fn call(tool: &Arc<dyn Tool>, json: &str, ctx: &ToolContext) -> (bool, String) {
-    let args = tool
-        .parameters()
-        .parse(&Value::from_json(json).unwrap())
-        .unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(30), tool.execute(&args, ctx))
-        .await
-        .expect("the tool call hung");
-    match out {
-        Ok(ToolOutput {
-            content, is_error, ..
-        }) => (
-            is_error,
-            content
-                .iter()
-                .filter_map(|c| c.as_text())
-                .collect::<Vec<_>>()
-                .join(""),
-        ),
-        Err(e) => (true, e.message),
+        call_tool(self.tools.get(tool).unwrap(), json, &self.ctx()).await
     }
 }
 
@@ -245,7 +225,7 @@ async fn devices_and_fifos_are_refused_without_blocking() {
     );
     // Unconfined, /dev/zero is still not read: it is not a regular file.
     let read: Arc<dyn Tool> = Arc::new(ReadTool::new(FileAccess::unconfined()));
-    let (err, text) = call(&read, r#"{"path":"/dev/zero"}"#, &f.ctx()).await;
+    let (err, text) = call_tool(&read, r#"{"path":"/dev/zero"}"#, &f.ctx()).await;
     assert!(err, "{text}");
     assert!(text.contains("is a device, not a regular file"), "{text}");
 }
@@ -295,14 +275,14 @@ async fn parallel_edits_of_one_file_all_land() {
             let json = format!(
                 r#"{{"path":"list.txt","oldText":"item {i} todo","newText":"item {i} done"}}"#
             );
-            call(&edit, &json, &ctx).await
+            call_tool(&edit, &json, &ctx).await
         });
         let (read, ctx) = (Arc::clone(&read), f.ctx());
-        set.spawn(async move { call(&read, r#"{"path":"list.txt"}"#, &ctx).await });
+        set.spawn(async move { call_tool(&read, r#"{"path":"list.txt"}"#, &ctx).await });
     }
     let (other, ctx) = (Arc::clone(&edit), f.ctx());
     set.spawn(async move {
-        call(
+        call_tool(
             &other,
             r#"{"path":"other.txt","oldText":"todo","newText":"done"}"#,
             &ctx,

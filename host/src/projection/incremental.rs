@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::context::{Entry, ModelContext};
-use super::{MISSING_RESULT_TEXT, convert_one};
+use super::rules::{MISSING_RESULT_TEXT, convert_one};
 use crate::message::{AgentMessage, Message, StopReason, ToolResultMessage};
 
 /// A [`ModelContext`] maintained incrementally from appended rich messages.

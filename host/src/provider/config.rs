@@ -270,17 +270,22 @@ impl fmt::Display for ConfigWarning {
     }
 }
 
+/// An environment holding only `vars`, for the tests of what validates against one
+/// ([`ProviderConfig::validate`], the models file's).
+#[cfg(test)]
+pub(crate) fn env_with(
+    vars: &'static [(&'static str, &'static str)],
+) -> impl Fn(&str) -> Option<String> {
+    move |name| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| (*v).to_owned())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn env_with(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |name| {
-            vars.iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| (*v).to_owned())
-        }
-    }
 
     #[test]
     fn a_key_bound_for_a_remote_plain_http_server_is_warned_about() {

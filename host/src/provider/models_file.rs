@@ -275,14 +275,7 @@ pub fn models_path_from(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn env_with(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |name| {
-            vars.iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| (*v).to_owned())
-        }
-    }
+    use crate::provider::config::env_with;
 
     const EXAMPLE: &str = r#"
 [providers.local]

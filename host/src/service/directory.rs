@@ -4,12 +4,13 @@
 //!
 //! What it keeps per session: its metadata (the pump upserts every phase change), how many
 //! clients are attached, and who created it. Whether a session is open or being removed it
-//! does not keep: it asks the residency (`super::residency`) under its own lock, at every
-//! change (a session that is not open is listed `closed`) and at every resolve (one being
-//! removed does not resolve). From those facts it
-//! runs the idle clocks (`super::idle_clock`: an open session with no client and an idle
-//! phase is idle) and counts each owner's sessions (`super::owners`); the idle reaper
-//! (`super::idle`) reads the clocks, and [`Directory::idle_changed`] wakes it when one starts.
+//! does not keep: it asks the residency (`super::residency`) through [`ResidencyView`], the
+//! trait it defines and the residency implements, under its own lock, at every change (a
+//! session that is not open is listed `closed`) and at every resolve (one being removed does
+//! not resolve). From those facts it runs the idle clocks (`super::idle_clock`: an open
+//! session with no client and an idle phase is idle) and counts each owner's sessions
+//! (`super::owners`); the idle reaper (`super::idle`) reads the clocks, and
+//! [`Directory::idle_changed`] wakes it when one starts.
 //!
 //! Each caller sees only the sessions it may see (`super::access`): subscribers are grouped
 //! by their [`Sight`], and each group has its own list, sequence and diffs. An invisible
@@ -17,6 +18,7 @@
 //! reveal it either.
 
 use std::collections::HashSet;
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +34,6 @@ use super::access::{Rights, Sight};
 use super::idle_clock::IdleClocks;
 use super::owners::OwnerCounts;
 use super::publish::{Owner, Subscribers, snapshot};
-use super::residency::ResidencyView;
 use super::wire::{meta_value, phase_text};
 use crate::session::{Phase, SessionMeta};
 
@@ -44,6 +45,44 @@ pub(crate) const METHODS: &[&str] = &["list"];
 pub(crate) const MEMBER: &str = "sessions";
 /// Shortest session-id prefix `attach` accepts.
 pub(crate) const MIN_PREFIX: usize = 8;
+
+/// What the directory asks of the residency: which sessions are open, and which are being
+/// removed (the residency, `super::residency`, answers; tests may answer from plain sets).
+pub(crate) trait ResidencyView: fmt::Debug + Send + Sync {
+    /// The ids of the sessions open now.
+    fn open_ids(&self) -> HashSet<String>;
+    /// The ids of the sessions being removed now.
+    fn removing_ids(&self) -> HashSet<String>;
+}
+
+/// A [`ResidencyView`] for the tests of the directory and of its users: a set of open ids,
+/// none being removed.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct OpenIds(Mutex<HashSet<String>>);
+
+#[cfg(test)]
+impl OpenIds {
+    /// Records `id` as open or not.
+    pub(crate) fn set(&self, id: &str, open: bool) {
+        if open {
+            self.0.lock().insert(id.to_owned());
+        } else {
+            self.0.lock().remove(id);
+        }
+    }
+}
+
+#[cfg(test)]
+impl ResidencyView for OpenIds {
+    fn open_ids(&self) -> HashSet<String> {
+        self.0.lock().clone()
+    }
+
+    fn removing_ids(&self) -> HashSet<String> {
+        HashSet::new()
+    }
+}
 
 #[derive(Debug)]
 struct Entry {
@@ -460,6 +499,7 @@ impl View {
 mod tests {
     use super::*;
     use crate::model_ref::ModelRef;
+    use crate::service::test_support::listed_phase;
 
     fn meta(id: &str) -> SessionMeta {
         SessionMeta {
@@ -473,50 +513,9 @@ mod tests {
         }
     }
 
-    /// A residency stand-in: the set of open ids (none is being removed).
-    #[derive(Debug, Default)]
-    struct Open(Mutex<HashSet<String>>);
-
-    impl Open {
-        fn set(&self, id: &str, open: bool) {
-            if open {
-                self.0.lock().insert(id.to_owned());
-            } else {
-                self.0.lock().remove(id);
-            }
-        }
-    }
-
-    impl ResidencyView for Open {
-        fn open_ids(&self) -> HashSet<String> {
-            self.0.lock().clone()
-        }
-
-        fn removing_ids(&self) -> HashSet<String> {
-            HashSet::new()
-        }
-    }
-
-    fn directory(metas: Vec<SessionMeta>) -> (Directory, Arc<Open>) {
-        let open = Arc::new(Open::default());
+    fn directory(metas: Vec<SessionMeta>) -> (Directory, Arc<OpenIds>) {
+        let open = Arc::new(OpenIds::default());
         (Directory::new(metas, Arc::clone(&open) as _), open)
-    }
-
-    fn phase(list: &Value, id: &str) -> String {
-        let entry = list
-            .as_array()
-            .and_then(|a| {
-                a.iter().find(|e| {
-                    e.as_map().and_then(|m| m.get("id")).and_then(Value::as_str) == Some(id)
-                })
-            })
-            .and_then(Value::as_map)
-            .expect("listed");
-        entry
-            .get("phase")
-            .and_then(Value::as_str)
-            .unwrap()
-            .to_owned()
     }
 
     #[test]
@@ -579,25 +578,25 @@ mod tests {
     #[test]
     fn the_listed_phase_is_the_residencys_answer_at_the_last_change() {
         let (d, open) = directory(vec![meta("a"), meta("b")]);
-        assert_eq!(phase(&d.value(), "a"), "closed");
+        assert_eq!(listed_phase(&d.value(), "a"), "closed");
         // Any change re-reads the residency, so one that comes first shows the open session
         // and the directory's own notice then changes nothing.
         open.set("a", true);
         d.attached("b", true);
-        assert_eq!(phase(&d.value(), "a"), "idle");
+        assert_eq!(listed_phase(&d.value(), "a"), "idle");
         d.opened(meta("a"));
-        assert_eq!(phase(&d.value(), "a"), "idle");
-        assert_eq!(phase(&d.value_for(&Sight::all()), "a"), "idle");
+        assert_eq!(listed_phase(&d.value(), "a"), "idle");
+        assert_eq!(listed_phase(&d.value_for(&Sight::all()), "a"), "idle");
         let mut turning = meta("a");
         turning.phase = Phase::Turn;
         d.upsert(turning);
-        assert_eq!(phase(&d.value(), "a"), "turn");
+        assert_eq!(listed_phase(&d.value(), "a"), "turn");
         // A phase the pump reports after the close does not reopen it in the list.
         open.set("a", false);
         d.upsert(meta("a"));
-        assert_eq!(phase(&d.value(), "a"), "closed");
+        assert_eq!(listed_phase(&d.value(), "a"), "closed");
         d.closed("a");
-        assert_eq!(phase(&d.value(), "a"), "closed");
-        assert_eq!(phase(&d.value(), "b"), "closed");
+        assert_eq!(listed_phase(&d.value(), "a"), "closed");
+        assert_eq!(listed_phase(&d.value(), "b"), "closed");
     }
 }

@@ -47,12 +47,12 @@ use baton_server::ServiceError;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::Shared;
 use super::directory::Directory;
 use super::errors::{service_error, too_many_open};
 use super::live::{self, LiveSession};
 use super::residency::{Reservation, Resident};
 use super::session_scope::SessionLease;
+use super::shared::Shared;
 use crate::session::Phase;
 use crate::spawn::spawn_tracked;
 
@@ -302,17 +302,11 @@ async fn reap(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use baton_server::{Context, ServerHost, ServiceScope, SessionHandle};
 
     use super::*;
-    use crate::clock::ManualClock;
-    use crate::journal::FsyncPolicy;
-    use crate::provider::ModelRegistry;
-    use crate::provider::scripted::ScriptedConfig;
+    use crate::service::test_support::{create, limits, listed_phase, manager};
     use crate::service::{ServiceHost, ServiceLimits, SessionKey};
-    use crate::session::{CreateOptions, HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
 
     /// A host over one created session, with no idle reaper (the tests close by hand).
     fn host(dir: &std::path::Path) -> (ServiceHost, String) {
@@ -327,47 +321,10 @@ mod tests {
         sessions: usize,
         max_open: usize,
     ) -> (ServiceHost, Vec<String>) {
-        let mut config = HostConfig::new(dir.join("sessions"));
-        config.default_cwd = dir.to_path_buf();
-        config.fsync = FsyncPolicy::Never;
-        let manager = SessionManager::new(
-            config,
-            ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING)),
-            Arc::new(ManualClock::new(1_748_568_000_000, 1)),
-        )
-        .unwrap();
-        let ids = (0..sessions)
-            .map(|_| manager.create(CreateOptions::default()).unwrap())
-            .collect();
-        let limits = ServiceLimits {
-            idle_timeout: None,
-            max_open_sessions: max_open,
-            ..ServiceLimits::default()
-        };
-        (
-            ServiceHost::with_limits(Arc::new(manager), limits).unwrap(),
-            ids,
-        )
-    }
-
-    fn listed_phase(list: &baton_protocol::Value, id: &str) -> String {
-        let entry = list
-            .as_array()
-            .and_then(|a| {
-                a.iter().find(|e| {
-                    e.as_map()
-                        .and_then(|m| m.get("id"))
-                        .and_then(baton_protocol::Value::as_str)
-                        == Some(id)
-                })
-            })
-            .and_then(baton_protocol::Value::as_map)
-            .unwrap_or_else(|| panic!("{id} is not listed"));
-        entry
-            .get("phase")
-            .and_then(baton_protocol::Value::as_str)
-            .unwrap()
-            .to_owned()
+        let manager = manager(dir);
+        let ids = create(&manager, sessions);
+        let host = ServiceHost::with_limits(Arc::new(manager), limits(max_open)).unwrap();
+        (host, ids)
     }
 
     /// Whether each of `ids` is open reads the same wherever it shows: the residency (which

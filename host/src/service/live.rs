@@ -327,27 +327,12 @@ fn push_coalesced(ops: &mut Vec<Op>, op: Op) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
-    use crate::journal::FsyncPolicy;
-    use crate::provider::ModelRegistry;
-    use crate::provider::scripted::ScriptedConfig;
+    use crate::service::directory::OpenIds;
+    use crate::service::test_support::manager;
     use crate::service::wire::session_state_value;
-    use crate::session::{CreateOptions, HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
+    use crate::session::CreateOptions;
     use crate::spawn::spawn_tracked;
-    use std::time::Duration;
     use tokio_util::task::TaskTracker;
-
-    fn manager(dir: &std::path::Path) -> SessionManager {
-        let mut config = HostConfig::new(dir.join("sessions"));
-        config.default_cwd = dir.to_path_buf();
-        config.fsync = FsyncPolicy::Never;
-        SessionManager::new(
-            config,
-            ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING)),
-            Arc::new(ManualClock::new(1_748_568_000_000, 1)),
-        )
-        .unwrap()
-    }
 
     #[tokio::test]
     async fn the_published_value_follows_the_runtime_without_a_queue() {
@@ -356,10 +341,7 @@ mod tests {
         let id = m.create(CreateOptions::default()).unwrap();
         let session = m.open(&id).unwrap();
         let (live, changes) = LiveSession::new(session.clone(), CancellationToken::new()).unwrap();
-        let directory = Arc::new(Directory::new(
-            Vec::new(),
-            Arc::new(crate::service::residency::Residency::default()),
-        ));
+        let directory = Arc::new(Directory::new(Vec::new(), Arc::new(OpenIds::default())));
         let tracker = TaskTracker::new();
         live.set_pump(spawn_tracked(
             &tracker,

@@ -73,45 +73,4 @@ mod tests {
             "never below zero"
         );
     }
-
-    #[test]
-    fn sessions_on_disk_count_for_the_owner_their_header_names() {
-        use std::sync::Arc;
-        use std::time::Duration;
-
-        use crate::clock::ManualClock;
-        use crate::journal::FsyncPolicy;
-        use crate::provider::ModelRegistry;
-        use crate::provider::scripted::ScriptedConfig;
-        use crate::service::{ServiceHost, ServiceLimits};
-        use crate::session::{CreateOptions, HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
-
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = HostConfig::new(dir.path().join("sessions"));
-        config.default_cwd = dir.path().to_path_buf();
-        config.fsync = FsyncPolicy::Never;
-        let manager = SessionManager::new(
-            config,
-            ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING)),
-            Arc::new(ManualClock::new(1_748_568_000_000, 1)),
-        )
-        .unwrap();
-        for owner in [Some("unix:uid=7"), Some("unix:uid=7"), None] {
-            manager
-                .create(CreateOptions {
-                    owner: owner.map(str::to_owned),
-                    ..CreateOptions::default()
-                })
-                .unwrap();
-        }
-        // A host started over them: the two of uid 7 fill its allowance of 2.
-        let limits = ServiceLimits {
-            max_sessions_per_owner: 2,
-            ..ServiceLimits::default()
-        };
-        let host = ServiceHost::with_limits(Arc::new(manager), limits).unwrap();
-        let directory = &host.shared.directory;
-        assert!(directory.claim("unix:uid=7".into(), 2).is_err());
-        assert!(directory.claim("unix:uid=8".into(), 2).is_ok());
-    }
 }

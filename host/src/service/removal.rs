@@ -19,9 +19,9 @@
 
 use baton_server::ServiceError;
 
-use super::Shared;
 use super::errors::service_error;
 use super::residency::Removal;
+use super::shared::Shared;
 
 impl Shared {
     /// Removes the session `removal` marks, once the server let go of the handles it holds:
@@ -55,6 +55,7 @@ impl Shared {
 
 #[cfg(test)]
 mod tests {
+    use std::fmt::Debug;
     use std::future::Future;
     use std::path::PathBuf;
     use std::sync::Arc;
@@ -68,12 +69,8 @@ mod tests {
         SessionMetadata, Termination,
     };
 
-    use crate::clock::ManualClock;
-    use crate::journal::FsyncPolicy;
-    use crate::provider::ModelRegistry;
-    use crate::provider::scripted::ScriptedConfig;
-    use crate::service::{ServiceHost, ServiceLimits};
-    use crate::session::{CreateOptions, HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
+    use crate::service::ServiceHost;
+    use crate::service::test_support::{create, limits, manager};
 
     const HANG: Duration = Duration::from_secs(120);
 
@@ -81,6 +78,23 @@ mod tests {
         tokio::time::timeout(HANG, f)
             .await
             .unwrap_or_else(|_| panic!("hung: {what}"))
+    }
+
+    /// Waits for `reached` (under the hang guard) while `running` must not end first: the
+    /// operation `running` stops at a point (a hook, a gate) until the test lets it go on.
+    async fn before<T: Debug, U>(
+        what: &str,
+        running: &mut (impl Future<Output = T> + Unpin),
+        reached: impl Future<Output = U>,
+    ) -> U {
+        guard(what, async {
+            tokio::select! {
+                biased;
+                ended = running => panic!("{what}: ended without stopping: {ended:?}"),
+                reached = reached => reached,
+            }
+        })
+        .await
     }
 
     /// A host over `sessions` created sessions with at most `max_open` open, no idle
@@ -96,27 +110,9 @@ mod tests {
     impl Harness {
         async fn start(sessions: usize, max_open: usize) -> Self {
             let dir = tempfile::tempdir().unwrap();
-            let mut config = HostConfig::new(dir.path().join("sessions"));
-            config.default_cwd = dir.path().to_path_buf();
-            config.fsync = FsyncPolicy::Never;
-            let manager = SessionManager::new(
-                config,
-                ModelRegistry::scripted(ScriptedConfig::new(
-                    Duration::ZERO,
-                    SUMMARY_REQUEST_OPENING,
-                )),
-                Arc::new(ManualClock::new(1_748_568_000_000, 1)),
-            )
-            .unwrap();
-            let ids = (0..sessions)
-                .map(|_| manager.create(CreateOptions::default()).unwrap())
-                .collect();
-            let limits = ServiceLimits {
-                idle_timeout: None,
-                max_open_sessions: max_open,
-                ..ServiceLimits::default()
-            };
-            let host = ServiceHost::with_limits(Arc::new(manager), limits).unwrap();
+            let manager = manager(dir.path());
+            let ids = create(&manager, sessions);
+            let host = ServiceHost::with_limits(Arc::new(manager), limits(max_open)).unwrap();
             let server = Server::start(
                 ServerConfig::new(ServerId::parse("00000000-0000-4000-8000-0000000dead1").unwrap()),
                 host.clone(),
@@ -184,13 +180,9 @@ mod tests {
         let (at_delete, resume) = h.host.shared.hooks.before_delete.pause();
         let remove = client.request(client.server_target(), remove_call(a));
         tokio::pin!(remove);
-        guard("the removal reaches its file", async {
-            tokio::select! {
-                removed = &mut remove => panic!("removed without stopping: {removed:?}"),
-                _ = at_delete => {}
-            }
-        })
-        .await;
+        before("the removal reaches its file", &mut remove, at_delete)
+            .await
+            .unwrap();
 
         // The host let go of `a` and its file is not deleted yet: the attach opens it now.
         let host = h.host.clone();
@@ -254,47 +246,28 @@ mod tests {
         let host = h.host.clone();
         let open = async move { host.open_session(key, Context::background()).await };
         tokio::pin!(open);
-        guard("the open reaches the file", async {
-            tokio::select! {
-                opened = &mut open => panic!("opened without stopping: {opened:?}"),
-                _ = at_load => {}
-            }
-        })
-        .await;
+        before("the open reaches the file", &mut open, at_load)
+            .await
+            .unwrap();
 
         // The removal takes the open's handle; it may go no further than its gate while the
         // open holds it, and stops before it deletes the file if it gets there.
         let (at_delete, delete) = shared.hooks.before_delete.pause();
         let remove = client.request(client.server_target(), remove_call(a));
         tokio::pin!(remove);
-        guard("the removal takes the handle", async {
+        before("the removal takes the handle", &mut remove, async {
             while shared.residency.resident(a).is_some() {
-                tokio::select! {
-                    biased;
-                    removed = &mut remove => panic!("removed without stopping: {removed:?}"),
-                    () = tokio::task::yield_now() => {}
-                }
+                tokio::task::yield_now().await;
             }
         })
         .await;
 
         // The open goes on while the file is still there, and completes.
         load.send(()).unwrap();
-        let handle = guard("the open", async {
-            tokio::select! {
-                removed = &mut remove => panic!("removed without stopping: {removed:?}"),
-                opened = &mut open => opened,
-            }
-        })
-        .await
-        .unwrap();
-        guard("the removal reaches the file", async {
-            tokio::select! {
-                removed = &mut remove => panic!("removed without stopping: {removed:?}"),
-                _ = at_delete => {}
-            }
-        })
-        .await;
+        let handle = before("the open", &mut remove, &mut open).await.unwrap();
+        before("the removal reaches the file", &mut remove, at_delete)
+            .await
+            .unwrap();
         assert!(
             !h.host.is_open(a),
             "the removal let go of the session before the open it raced was done"

@@ -10,7 +10,7 @@
 //!
 //! | who | keeps of it | how it knows |
 //! | --- | --- | --- |
-//! | the directory (`super::directory`) | nothing: it lists a session that is not open as `closed`, runs idle clocks only for open ones, and does not resolve one being removed | asks [`ResidencyView`] under its own lock at every change and every resolve; every change here is followed by one there |
+//! | the directory (`super::directory`) | nothing: it lists a session that is not open as `closed`, runs idle clocks only for open ones, and does not resolve one being removed | asks its own [`ResidencyView`] trait, which the residency implements, under its own lock at every change and every resolve; every change here is followed by one there |
 //! | the open cap (`super::idle`) | nothing | [`Residency::reserve`] counts the open sessions and the reservations |
 //! | the server's router | a cache of handles | the handle's `lease` answers `SessionReleased` once the host released it, and its `terminated` resolves |
 //! | the manager (`crate::session::SessionManager`) | the loaded runtimes, one per file | is told: runtimes are opened and closed through it, so a session is open here only while its runtime is loaded there |
@@ -32,25 +32,19 @@
 //!
 //! Lock order: the directory's lock, then this one. Nothing is called while this lock is
 //! held, so no other lock is ever taken under it.
+//!
+//! Imports point one way: the residency holds [`LiveSession`]s and implements the directory's
+//! [`ResidencyView`]; neither the directory nor a live session knows this module.
 
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
 
+use super::directory::ResidencyView;
 use super::live::LiveSession;
-
-/// What the directory asks of the residency: which sessions are open, and which are being
-/// removed (the [`Residency`] answers; tests may answer from plain sets).
-pub(crate) trait ResidencyView: fmt::Debug + Send + Sync {
-    /// The ids of the sessions open now.
-    fn open_ids(&self) -> HashSet<String>;
-    /// The ids of the sessions being removed now.
-    fn removing_ids(&self) -> HashSet<String>;
-}
 
 /// The host's side of one session handle the server holds.
 #[derive(Debug)]

@@ -10,10 +10,11 @@ use baton_server::chord::{ControlCall, RemoteServiceError, ServiceCall, ServiceM
 use baton_server::{CallResult, Context, Presentation, Publisher, ServiceError, ServiceScope};
 
 use super::args::{arity, string_arg};
+use super::directory;
 use super::errors::{busy, invalid, service_error};
 use super::publish::{Owner, SubscriptionIds, snapshot};
+use super::shared::Shared;
 use super::wire::parse_model;
-use super::{Shared, directory};
 use crate::model_ref::ThinkingLevel;
 use crate::session::{CreateOptions, Phase};
 

@@ -8,11 +8,11 @@ use baton_protocol::{Map, Value};
 use baton_server::chord::{ControlCall, RemoteServiceError, ServiceCall, ServiceMode};
 use baton_server::{CallResult, Context, PeerIdentity, Publisher, ServiceError, ServiceScope};
 
-use super::Shared;
 use super::args::{arity, check_text_len, index_arg, model_arg, path_arg, string_arg, text_arg};
 use super::errors::{invalid, service_error};
 use super::live::{LiveSession, MEMBER, SERVICE};
 use super::publish::{Owner, SubscriptionIds};
+use super::shared::Shared;
 use super::wire::{count_value, published_item};
 use crate::model_ref::ThinkingLevel;
 use crate::session::{

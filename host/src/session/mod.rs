@@ -45,8 +45,8 @@ pub use limits::{
 };
 pub use manager::{CreateOptions, HostConfig, SessionManager};
 pub use runtime::{
-    DEFAULT_EVENT_CAPACITY, MAX_QUEUED_STEER, MAX_RUNNING_COMMANDS, SessionConfig, SessionMeta,
-    SessionRuntime,
+    DEFAULT_EVENT_CAPACITY, DEFAULT_SYSTEM_PROMPT, MAX_QUEUED_STEER, MAX_RUNNING_COMMANDS,
+    SessionConfig, SessionMeta, SessionRuntime,
 };
 pub use transcript::TranscriptView;
 // The transcript itself, for the service's mapping tests.

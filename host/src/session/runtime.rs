@@ -63,6 +63,9 @@ pub const MAX_QUEUED_STEER: usize = 32;
 /// [`SessionError::TooManyCommands`] (this also bounds the records deferred during a turn).
 pub const MAX_RUNNING_COMMANDS: usize = 8;
 
+/// The system prompt sessions use unless configured otherwise ([`SessionConfig::system_prompt`]).
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a coding assistant working in the user's project directory. Use the read, write, edit and bash tools to inspect and change files, and answer concisely.";
+
 /// Settings shared by the sessions of a host.
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
@@ -83,7 +86,7 @@ pub struct SessionConfig {
 impl Default for SessionConfig {
     fn default() -> Self {
         Self {
-            system_prompt: crate::DEFAULT_SYSTEM_PROMPT.into(),
+            system_prompt: DEFAULT_SYSTEM_PROMPT.into(),
             bash: BashConfig::default(),
             tool_execution: ToolExecution::Parallel,
             transform: None,

@@ -23,7 +23,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use super::confine::{self, ParentEnv, Writable};
+use super::confine::{self, Confinement, ParentEnv, Writable};
 use super::{ObjectSchema, Schema, Tool, ToolContext, ToolError, ToolOutput, opt_u64_arg, str_arg};
 use crate::BoxFuture;
 
@@ -63,8 +63,8 @@ pub struct BashConfig {
     /// Confine the session's tools (default on): bash commands run under Landlock where the
     /// kernel has it, writing only in the workspace, the session's temporary directory and
     /// [`BashConfig::writable`]; `read`, `write` and `edit` refuse paths outside the workspace.
-    /// Off, both may touch anything the host user can. [`super::confinement_status`] says
-    /// which applies.
+    /// Off, both may touch anything the host user can. [`confinement_status`] says which
+    /// applies.
     pub confine: bool,
     /// More directories confined commands may write in (e.g. a shared build cache).
     pub writable: Vec<PathBuf>,
@@ -83,6 +83,15 @@ impl Default for BashConfig {
             parent_env: ParentEnv::Process,
         }
     }
+}
+
+/// Whether commands run with `config` are confined, for the session state and the host's
+/// startup line. The kernel is probed once per process.
+pub fn confinement_status(config: &BashConfig) -> Confinement {
+    if !config.confine {
+        return Confinement::Disabled;
+    }
+    confine::landlock_support()
 }
 
 /// What one command did.
@@ -478,6 +487,15 @@ impl Tool for BashTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn disabled_confinement_says_so() {
+        let config = BashConfig {
+            confine: false,
+            ..BashConfig::default()
+        };
+        assert_eq!(confinement_status(&config), Confinement::Disabled);
+    }
 
     fn ctx(dir: &Path, cancel: CancellationToken) -> ToolContext {
         ToolContext {

@@ -4,11 +4,12 @@
 //! (or from [`ParentEnv::Given`]), plus `TMPDIR` (the session's temporary directory) and `PWD`;
 //! API keys, tokens and cloud credentials the host was started with are not passed on.
 //!
-//! **Landlock.** Where the kernel has Landlock (Linux 5.13+) and [`BashConfig::confine`] is on,
-//! the command can read and execute anything the host user can, but create, change or remove
-//! files only inside the workspace, the session's temporary directory and
-//! [`BashConfig::writable`] (plus a few character devices such as `/dev/null`). Network
-//! access and signals are not restricted.
+//! **Landlock.** Where the kernel has Landlock (Linux 5.13+) and
+//! [`BashConfig::confine`](super::BashConfig::confine) is on, the command can read and execute
+//! anything the host user can, but create, change or remove files only inside the workspace,
+//! the session's temporary directory and [`BashConfig::writable`](super::BashConfig::writable)
+//! (plus a few character devices such as `/dev/null`). Network access and signals are not
+//! restricted. [`confinement_status`](super::confinement_status) says which applies.
 //!
 //! Landlock restricts the *calling thread* and everything it starts afterwards, for good. The
 //! command is therefore spawned from a fresh, short-lived thread that first restricts itself,
@@ -21,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use tokio::process::{Child, Command};
 
-use super::{BashConfig, ToolError};
+use super::error::ToolError;
 
 /// Variables passed from the host's environment to commands (with `LC_*`).
 pub const PASSED_ENV: &[&str] = &[
@@ -49,8 +50,9 @@ pub enum Confinement {
         /// The Landlock ABI version the kernel reports.
         abi: u32,
     },
-    /// The configuration turned confinement off ([`BashConfig::confine`] is false): commands,
-    /// and the file tools, may touch anything the host user can.
+    /// The configuration turned confinement off
+    /// ([`BashConfig::confine`](super::BashConfig::confine) is false): commands, and the file
+    /// tools, may touch anything the host user can.
     Disabled,
     /// Confinement is on but the kernel cannot provide it: commands run **unconfined** (the
     /// file tools are still confined to the workspace).
@@ -77,17 +79,8 @@ impl fmt::Display for Confinement {
     }
 }
 
-/// Whether commands run with `config` are confined, for the session state and the host's
-/// startup line. The kernel is probed once per process.
-pub fn confinement_status(config: &BashConfig) -> Confinement {
-    if !config.confine {
-        return Confinement::Disabled;
-    }
-    landlock_support()
-}
-
-/// What the kernel offers, probed once.
-fn landlock_support() -> Confinement {
+/// What the kernel offers, probed once per process.
+pub(crate) fn landlock_support() -> Confinement {
     static PROBE: std::sync::OnceLock<Confinement> = std::sync::OnceLock::new();
     PROBE
         .get_or_init(|| {
@@ -325,14 +318,5 @@ mod tests {
             Path::new("/t"),
         );
         assert_eq!(env[0], ("PATH".into(), FALLBACK_PATH.into()));
-    }
-
-    #[test]
-    fn disabled_confinement_says_so() {
-        let config = BashConfig {
-            confine: false,
-            ..BashConfig::default()
-        };
-        assert_eq!(confinement_status(&config), Confinement::Disabled);
     }
 }

@@ -11,6 +11,7 @@ use baton_protocol::chord::ServiceMode;
 use baton_protocol::{Outcome, Value, WireError};
 use tokio::sync::{Notify, oneshot};
 
+use crate::common::until;
 use crate::state::*;
 use crate::support::*;
 

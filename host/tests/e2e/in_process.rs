@@ -5,6 +5,7 @@ use baton_protocol::Value;
 use baton_protocol::chord::{Op, PathSegment, ProviderUpdate, ServiceMode};
 use tokio_util::sync::CancellationToken;
 
+use crate::common::until;
 use crate::state::*;
 use crate::support::*;
 

@@ -13,8 +13,11 @@
 
 mod bash_cancel;
 mod chord_errors;
+#[path = "../common/mod.rs"]
+mod common;
 mod in_process;
 mod raw;
 mod session_features;
-mod state;
 mod support;
+
+use common::state;

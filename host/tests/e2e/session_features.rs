@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use baton_protocol::Value;
 use baton_protocol::chord::ServiceMode;
 
+use crate::common::until;
 use crate::state::*;
 use crate::support::*;
 

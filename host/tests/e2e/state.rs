@@ -13,7 +13,13 @@ pub(crate) const HANG: Duration = Duration::from_secs(120);
 
 /// Awaits `f`, failing the test if it hangs.
 pub(crate) async fn guard<T>(what: &str, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(HANG, f)
+    guard_within(HANG, what, f).await
+}
+
+/// As [`guard`], for work that may take up to `limit` on a loaded machine (still only a hang
+/// guard, never a performance bound).
+pub(crate) async fn guard_within<T>(limit: Duration, what: &str, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(limit, f)
         .await
         .unwrap_or_else(|_| panic!("hung: {what}"))
 }

@@ -1,23 +1,21 @@
-//! Shared helpers of the in-process suites: an in-process host, calls, and waits on state
-//! (the hang guard and state readers are in `state.rs`).
+//! Shared helpers of the in-process suites: an in-process host and calls (the hang guard and
+//! state readers are in `state.rs`, waits on state in `tests/common`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_client::{Client, ClientConfig, Endpoint, Subscription};
+use baton_client::{Client, Endpoint};
 use baton_host::clock::SystemClock;
-use baton_host::journal::FsyncPolicy;
-use baton_host::provider::ModelRegistry;
-use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::service::ServiceHost;
-use baton_host::session::{HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
+use baton_host::session::SessionManager;
 use baton_protocol::chord::ServiceCall;
 use baton_protocol::{ServerId, Value};
-use baton_server::{Listener, Server, ServerConfig};
+use baton_server::Server;
 use tempfile::TempDir;
 
-use crate::state::{get, guard, member};
+use crate::common::{connect, host_config, scripted, serve, stop, try_create};
+use crate::state::guard;
 
 /// The server id every harness serves.
 pub(crate) const SERVER_ID: &str = "00000000-0000-4000-8000-0000000000e2";
@@ -30,26 +28,6 @@ pub(crate) fn call(service: &str, member: &str, args: Vec<Value>) -> Value {
 /// JSON text as a value.
 pub(crate) fn v(json: &str) -> Value {
     Value::from_json(json).unwrap()
-}
-
-/// Waits until the subscription's `member` satisfies `f` (checked after every change).
-pub(crate) async fn until(
-    what: &str,
-    sub: &Subscription,
-    name: &str,
-    f: impl Fn(&Value) -> bool,
-) -> Value {
-    let mut watch = sub.watch();
-    guard(what, async {
-        loop {
-            let current = member(sub, name);
-            if f(&current) {
-                return current;
-            }
-            watch.changed().await.expect("subscription ended");
-        }
-    })
-    .await
 }
 
 /// An in-process host serving a temporary sessions directory on a Unix socket.
@@ -67,28 +45,14 @@ impl Harness {
         let dir = tempfile::tempdir().unwrap();
         let project = dir.path().join("project");
         std::fs::create_dir(&project).unwrap();
-        let mut config = HostConfig::new(dir.path().join("sessions"));
-        config.default_cwd = project.clone();
-        config.fsync = FsyncPolicy::Never;
         let manager = SessionManager::new(
-            config,
-            ModelRegistry::scripted(ScriptedConfig::new(
-                Duration::from_millis(1),
-                SUMMARY_REQUEST_OPENING,
-            )),
+            host_config(dir.path(), &project),
+            scripted(Duration::from_millis(1)),
             Arc::new(SystemClock),
         )
         .unwrap();
         let host = ServiceHost::new(manager).unwrap();
-        let server_id = ServerId::parse(SERVER_ID).unwrap();
-        let server = Server::start(
-            ServerConfig::new(server_id),
-            host.clone(),
-            vec![Listener::unix(dir.path().join("run"))],
-        )
-        .await
-        .unwrap();
-        let socket = server.local_addrs()[0].unix_path().unwrap().to_path_buf();
+        let (server, socket) = serve(&host, SERVER_ID, dir.path(), Vec::new()).await;
         Self {
             host,
             server,
@@ -100,12 +64,7 @@ impl Harness {
 
     /// A connected client.
     pub(crate) async fn client(&self) -> Client {
-        guard(
-            "connect",
-            Client::connect(ClientConfig::new(Endpoint::Unix(self.socket.clone()))),
-        )
-        .await
-        .unwrap()
+        connect(Endpoint::Unix(self.socket.clone())).await
     }
 
     /// A connected frame-level client.
@@ -119,17 +78,7 @@ impl Harness {
 
     /// Creates a session (through `client`) and returns its id.
     pub(crate) async fn create(&self, client: &Client, options: &str) -> String {
-        let created = guard(
-            "create",
-            client.request(
-                client.server_target(),
-                call("pi.session-management", "create", vec![v(options)]),
-            ),
-        )
-        .await
-        .unwrap()
-        .into_value();
-        get(&created, "sessionId").as_str().unwrap().to_owned()
+        try_create(client, vec![v(options)]).await.unwrap()
     }
 
     /// The runtime's own view of a session, in its published form.
@@ -140,9 +89,7 @@ impl Harness {
 
     /// Drains and stops.
     pub(crate) async fn stop(self) {
-        self.host.begin_shutdown();
-        guard("server close", self.server.close()).await.unwrap();
-        guard("host shutdown", self.host.shutdown()).await;
+        stop(&self.host, &self.server).await;
     }
 }
 

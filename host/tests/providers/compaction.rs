@@ -3,21 +3,16 @@
 //! after the turn that crossed the threshold, and the next call starts from the summary.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use baton_host::ModelRef;
-use baton_host::clock::ManualClock;
-use baton_host::journal::FsyncPolicy;
 use baton_host::message::{AgentMessage, UserMessage};
-use baton_host::provider::ModelRegistry;
 use baton_host::provider::models_file::ModelsFile;
-use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::session::{
-    CompactionSettings, CreateOptions, HostConfig, SUMMARIZATION_SYSTEM_PROMPT,
-    SUMMARY_REQUEST_OPENING, SessionManager,
+    CompactionSettings, CreateOptions, SUMMARIZATION_SYSTEM_PROMPT, SessionManager,
 };
 
+use crate::common::{host_config, manual_clock, scripted};
 use crate::fake::{FakeServer, HANG_GUARD, Reply};
 use crate::support::JsonBody;
 
@@ -47,14 +42,11 @@ async fn a_long_session_on_a_small_window_model_is_compacted_by_that_model_over_
         server.ca_file.as_ref().unwrap().display()
     );
     let file = ModelsFile::parse(&models, Path::new("models.toml")).unwrap();
-    let mut registry =
-        ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING));
+    let mut registry = scripted(Duration::ZERO);
     file.register(&mut registry);
 
     let dir = tempfile::tempdir().unwrap();
-    let mut config = HostConfig::new(dir.path().join("sessions"));
-    config.default_cwd = dir.path().to_path_buf();
-    config.fsync = FsyncPolicy::Never;
+    let mut config = host_config(dir.path(), dir.path());
     // The default window is far away; the model's own 4,000 tokens (minus 1,000 reserved)
     // are what the long history crosses.
     config.session.compaction = CompactionSettings {
@@ -63,12 +55,7 @@ async fn a_long_session_on_a_small_window_model_is_compacted_by_that_model_over_
         reserve_tokens: 1000,
         ..CompactionSettings::default()
     };
-    let m = SessionManager::new(
-        config,
-        registry,
-        Arc::new(ManualClock::new(1_748_568_000_000, 1)),
-    )
-    .unwrap();
+    let m = SessionManager::new(config, registry, manual_clock()).unwrap();
     let id = m
         .create(CreateOptions {
             model: Some(ModelRef::new("local", "small")),

@@ -9,6 +9,8 @@
 )]
 
 mod anthropic;
+#[path = "../common/mod.rs"]
+mod common;
 mod compaction;
 mod fake;
 mod openai;

@@ -5,6 +5,8 @@
     reason = "test binary: helper functions unwrap like the tests they serve"
 )]
 
+#[path = "../common/mod.rs"]
+mod common;
 mod file_order;
 mod loop_semantics;
 mod sessions;

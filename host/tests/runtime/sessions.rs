@@ -2,49 +2,26 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use baton_host::clock::ManualClock;
-use baton_host::journal::FsyncPolicy;
 use baton_host::message::{AgentMessage, StopReason};
-use baton_host::provider::scripted::ScriptedConfig;
-use baton_host::provider::{ModelInfo, ModelRegistry};
+use baton_host::provider::ModelRegistry;
 use baton_host::session::SessionEvent;
 use baton_host::session::{
-    AssistantStatus, CreateOptions, HostConfig, ItemBody, Phase, SUMMARY_REQUEST_OPENING,
-    SessionError, SessionEventKind, SessionManager, SessionRuntime, ToolStatus,
+    AssistantStatus, CreateOptions, ItemBody, Phase, SessionError, SessionEventKind,
+    SessionManager, SessionRuntime, ToolStatus,
 };
 use baton_host::{ModelRef, ThinkingLevel};
 use tokio::sync::{Notify, broadcast};
 
+use crate::common::{host_config, manual_clock, scripted_and};
 use crate::support::*;
 
 fn registry(fake: Option<Arc<FakeProvider>>) -> ModelRegistry {
-    let mut r =
-        ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING));
-    if let Some(fake) = fake {
-        r.register(
-            ModelInfo {
-                provider: "fake".into(),
-                id: "fake-model".into(),
-                name: "Fake".into(),
-            },
-            fake,
-        );
-    }
-    r
+    scripted_and(fake.map(|f| f as _))
 }
 
 fn manager(dir: &Path, fake: Option<Arc<FakeProvider>>) -> SessionManager {
-    let mut config = HostConfig::new(dir.join("sessions"));
-    config.default_cwd = dir.to_path_buf();
-    config.fsync = FsyncPolicy::Never;
-    SessionManager::new(
-        config,
-        registry(fake),
-        Arc::new(ManualClock::new(1_748_568_000_000, 1)),
-    )
-    .unwrap()
+    SessionManager::new(host_config(dir, dir), registry(fake), manual_clock()).unwrap()
 }
 
 fn fake_model() -> Option<ModelRef> {
@@ -486,16 +463,9 @@ async fn steering_queue_is_bounded_and_undelivered_steering_is_reported_after_ab
 /// bash config has `confine`.
 fn confinement_of(dir: &Path, confine: bool) -> (baton_host::session::ToolConfinement, String) {
     std::fs::create_dir_all(dir).unwrap();
-    let mut config = HostConfig::new(dir.join("sessions"));
-    config.default_cwd = dir.to_path_buf();
-    config.fsync = FsyncPolicy::Never;
+    let mut config = host_config(dir, dir);
     config.session.bash.confine = confine;
-    let m = SessionManager::new(
-        config,
-        registry(None),
-        Arc::new(ManualClock::new(1_748_568_000_000, 1)),
-    )
-    .unwrap();
+    let m = SessionManager::new(config, registry(None), manual_clock()).unwrap();
     let s = open_new(&m, None);
     let published = baton_host::service::session_state_value(&s.snapshot().state).unwrap();
     let field = published.as_map().unwrap().get("confinement").unwrap();

@@ -8,6 +8,8 @@
     reason = "test binary: helpers unwrap like the tests they serve"
 )]
 
+#[path = "../common/mod.rs"]
+mod common;
 mod compaction;
 mod follow_ups;
 mod support;

@@ -7,18 +7,17 @@ use std::time::Duration;
 
 use baton_host::BoxFuture;
 use baton_host::ModelRef;
-use baton_host::clock::ManualClock;
-use baton_host::journal::FsyncPolicy;
 use baton_host::message::StopReason;
-use baton_host::provider::scripted::ScriptedConfig;
 use baton_host::provider::{ModelMeta, ModelRegistry};
 use baton_host::provider::{ModelRequest, Provider, ProviderEvent, ProviderStream};
 use baton_host::session::{
-    CompactionSettings, CreateOptions, HostConfig, SUMMARY_REQUEST_OPENING, SessionEvent,
-    SessionEventKind, SessionManager, SessionRuntime,
+    CompactionSettings, CreateOptions, SessionEvent, SessionEventKind, SessionManager,
+    SessionRuntime,
 };
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
+
+use crate::common::{fake_model_info, host_config, manual_clock, scripted_and};
 
 /// Hang guard for waits on observed state (never a synchronisation).
 pub(crate) const HANG_GUARD: Duration = Duration::from_secs(30);
@@ -132,14 +131,9 @@ pub(crate) fn fake_model() -> ModelRef {
 
 /// The scripted model plus `fake` as `fake/fake-model` with a `window`-token context.
 pub(crate) fn registry_with_window(fake: Arc<FakeProvider>, window: u64) -> ModelRegistry {
-    let mut r =
-        ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING));
-    let mut info = r.list()[0].clone();
-    info.provider = "fake".into();
-    info.id = "fake-model".into();
-    info.name = "Fake".into();
+    let mut r = scripted_and(None);
     r.register_with_meta(
-        info,
+        fake_model_info(),
         ModelMeta {
             context_window: Some(window),
             ..ModelMeta::default()
@@ -155,31 +149,14 @@ pub(crate) fn manager_with(
     registry: ModelRegistry,
     compaction: CompactionSettings,
 ) -> SessionManager {
-    let mut config = HostConfig::new(dir.join("sessions"));
-    config.default_cwd = dir.to_path_buf();
-    config.fsync = FsyncPolicy::Never;
+    let mut config = host_config(dir, dir);
     config.session.compaction = compaction;
-    SessionManager::new(
-        config,
-        registry,
-        Arc::new(ManualClock::new(1_748_568_000_000, 1)),
-    )
-    .unwrap()
+    SessionManager::new(config, registry, manual_clock()).unwrap()
 }
 
 /// The scripted model (zero delay) plus `fake` as `fake/fake-model`.
 pub(crate) fn registry(fake: Option<Arc<FakeProvider>>) -> ModelRegistry {
-    let mut r =
-        ModelRegistry::scripted(ScriptedConfig::new(Duration::ZERO, SUMMARY_REQUEST_OPENING));
-    if let Some(fake) = fake {
-        // Built from the scripted entry so fields the registry gains later keep defaults.
-        let mut info = r.list()[0].clone();
-        info.provider = "fake".into();
-        info.id = "fake-model".into();
-        info.name = "Fake".into();
-        r.register(info, fake);
-    }
-    r
+    scripted_and(fake.map(|f| f as _))
 }
 
 pub(crate) fn manager(

@@ -1,0 +1,114 @@
+//! What every part of the service layer shares: the manager, the directory, the residency,
+//! the access policy, the limits and the tracked tasks. One [`Shared`] per host; every
+//! connection's services and every hosted session hold it.
+//!
+//! Its behaviour lives with the concern it serves: opening, closing and leasing sessions in
+//! `super::idle`, removal in `super::removal`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use baton_protocol::Value;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::access::Access;
+use super::directory::Directory;
+use super::limits::ServiceLimits;
+use super::live::LiveSession;
+use super::publish::Owner;
+use super::residency::Residency;
+#[cfg(test)]
+use super::test_hooks::Hooks;
+use super::wire;
+use crate::journal::StoreError;
+use crate::session::SessionManager;
+
+/// The state of one host.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) manager: Arc<SessionManager>,
+    pub(crate) directory: Arc<Directory>,
+    /// The `pi.models` list (fixed for the host's lifetime).
+    pub(crate) models: Value,
+    /// The limits.
+    pub(crate) limits: ServiceLimits,
+    /// Who may do what.
+    pub(crate) access: Access,
+    /// Which sessions are open, and the handles the server holds: the one owner of both
+    /// (`super::residency`); `super::idle` changes it.
+    pub(crate) residency: Arc<Residency>,
+    /// The idle reaper was started.
+    pub(super) reaper_started: AtomicBool,
+    /// The pumps and the idle reaper.
+    pub(super) tracker: TaskTracker,
+    /// Fired by [`ServiceHost::begin_shutdown`](super::ServiceHost::begin_shutdown).
+    pub(crate) closing: CancellationToken,
+    next_owner: AtomicU64,
+    #[cfg(test)]
+    pub(crate) hooks: Hooks,
+}
+
+impl Shared {
+    /// The state of a host over `manager` bounded by `limits`; the directory starts from the
+    /// sessions on disk.
+    ///
+    /// # Errors
+    /// The sessions directory cannot be read.
+    pub(super) fn new(
+        manager: Arc<SessionManager>,
+        limits: ServiceLimits,
+    ) -> Result<Self, StoreError> {
+        let sessions = manager
+            .list()?
+            .into_iter()
+            .map(|meta| {
+                let owner = manager.owner(&meta.id).unwrap_or_else(|error| {
+                    tracing::warn!(session_id = %meta.id, %error, "cannot read the session's owner; only admins will see it");
+                    None
+                });
+                (meta, owner)
+            })
+            .collect();
+        let default = manager.default_model();
+        let registry = manager.models();
+        let models = Value::Array(
+            registry
+                .list()
+                .iter()
+                .map(|m| {
+                    let r = m.model_ref();
+                    wire::model_value(m, registry.meta(&r), r == default)
+                })
+                .collect(),
+        );
+        let residency = Arc::new(Residency::default());
+        Ok(Self {
+            manager,
+            directory: Arc::new(Directory::with_owners(
+                sessions,
+                Arc::clone(&residency) as _,
+            )),
+            models,
+            limits,
+            access: Access::new(rustix::process::getuid().as_raw()),
+            residency,
+            reaper_started: AtomicBool::new(false),
+            tracker: TaskTracker::new(),
+            closing: CancellationToken::new(),
+            next_owner: AtomicU64::new(1),
+            #[cfg(test)]
+            hooks: Hooks::default(),
+        })
+    }
+
+    /// A new owner of subscriptions (one per connection or lease).
+    pub(crate) fn owner(&self) -> Owner {
+        self.next_owner.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The open session `id`, if any.
+    pub(crate) fn live_session(&self, id: &str) -> Option<Arc<LiveSession>> {
+        self.residency.live(id)
+    }
+}
