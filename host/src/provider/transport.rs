@@ -208,8 +208,8 @@ pub(crate) fn build_client(
         // redirect.
         .redirect(reqwest::redirect::Policy::none());
     for der in trust_anchors(ca_file)? {
-        // The platform's certificates reqwest cannot use are skipped (as before); the CA
-        // file's were checked by `trust_anchors`.
+        // The platform's certificates reqwest cannot use are skipped; the CA file's were
+        // checked by `trust_anchors`.
         if let Ok(cert) = reqwest::Certificate::from_der(&der) {
             builder = builder.add_root_certificate(cert);
         }

@@ -1,5 +1,5 @@
-//! Calls of one parallel batch that touch the same file run in call order (issue 14); calls on
-//! different files still run at once.
+//! Calls of one parallel batch that touch the same file run in call order; calls on different
+//! files still run at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -250,7 +250,7 @@ async fn a_panicking_or_failing_call_still_releases_the_next_call_on_its_file() 
         std::fs::read_to_string(dir.path().join("f.txt")).unwrap(),
         "two\n"
     );
-    // A panicked call's result is reported once the batch is over, as before.
+    // A panicked call's result is reported once the batch is over, like any other.
     assert_eq!(ended(&ctx), vec!["c2", "c3", "c1"]);
 }
 
