@@ -9,6 +9,7 @@
 //! unless it chooses to.
 
 pub(crate) mod passwd;
+mod subject_alt_name;
 pub(crate) mod x509;
 
 use std::fmt;
@@ -16,6 +17,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use rustls_pki_types::CertificateDer;
+
+pub use self::subject_alt_name::SubjectAltName;
 
 /// The transport a connection arrived on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -172,32 +175,6 @@ pub struct ClientCertificate {
     alt_names: Vec<SubjectAltName>,
     sha256: [u8; 32],
     der: CertificateDer<'static>,
-}
-
-/// One subject alternative name of a client certificate: how service meshes (SPIFFE URIs),
-/// device fleets (DNS names) and people (e-mail) are usually named in mutual TLS.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SubjectAltName {
-    /// `dNSName`.
-    Dns(String),
-    /// `uniformResourceIdentifier`, e.g. `spiffe://example.org/agent`.
-    Uri(String),
-    /// `rfc822Name`.
-    Email(String),
-    /// `iPAddress`.
-    Ip(IpAddr),
-}
-
-impl fmt::Display for SubjectAltName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Dns(name) => write!(f, "DNS:{name}"),
-            Self::Uri(uri) => write!(f, "URI:{uri}"),
-            Self::Email(email) => write!(f, "email:{email}"),
-            Self::Ip(ip) => write!(f, "IP:{ip}"),
-        }
-    }
 }
 
 impl ClientCertificate {
