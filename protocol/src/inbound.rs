@@ -14,7 +14,7 @@
 use bytes::Bytes;
 
 use crate::cbor::{self, ValueDecodeError};
-use crate::codec::{DecodeError, Side, payload_error};
+use crate::error::{DecodeError, Side, payload_error};
 use crate::ids::Id;
 use crate::limits::{CborLimits, MAX_CONFIGURABLE_CBOR_DEPTH};
 use crate::message::{ServerMessage, ServerPayload, ServiceUpdate, UpdateForm, decode_server_as};
@@ -96,7 +96,7 @@ pub fn decode_server_frame(
     decode_server_frame_with(payload, &CborLimits::for_frame_length(max_frame_length))
 }
 
-fn decode_server_frame_with(
+pub(crate) fn decode_server_frame_with(
     payload: Bytes,
     limits: &CborLimits,
 ) -> Result<ServerFrame, DecodeError> {
@@ -110,18 +110,6 @@ fn decode_server_frame_with(
             update: payload.slice(update),
         })),
         Err(e) => Err(payload_error(Side::Server, e)),
-    }
-}
-
-impl crate::codec::Inbound for ServerFrame {
-    const SIDE: Side = Side::Server;
-    fn from_payload(
-        buf: &mut bytes::BytesMut,
-        len: usize,
-        limits: &CborLimits,
-    ) -> Result<Self, DecodeError> {
-        // An update outlives the read buffer: its payload is split off, not copied.
-        decode_server_frame_with(buf.split_to(len.min(buf.len())).freeze(), limits)
     }
 }
 

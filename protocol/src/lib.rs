@@ -32,6 +32,7 @@ pub mod cbor;
 pub mod chord;
 pub mod codec;
 pub mod decoder;
+mod error;
 mod error_code;
 pub mod frame;
 pub mod handshake;
@@ -49,8 +50,8 @@ pub mod version;
 pub mod fuzzing;
 
 pub use codec::{
-    ClientCodec, ClientMessageDecoder, DecodeError, EncodeError, MessageDecoder, ServerCodec,
-    ServerFrameDecoder, ServerMessageDecoder, Side, decode_payload, encode_frame,
+    ClientCodec, ClientMessageDecoder, DecodeError, EncodeError, IoError, MessageDecoder,
+    ServerCodec, ServerFrameDecoder, ServerMessageDecoder, Side, decode_payload, encode_frame,
     encode_frame_into, encode_service_update_frame, encode_update_payload, from_value, to_value,
 };
 pub use error_code::ErrorCode;
