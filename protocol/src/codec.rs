@@ -15,7 +15,7 @@ use tokio_util::codec::{Decoder, Encoder};
 use crate::cbor::{self, CborError, ValueDecodeError, Writer};
 use crate::decoder::{client_payload, server_payload};
 use crate::frame::FRAME_HEADER_LENGTH;
-use crate::limits::{CborLimits, DEFAULT_MAX_FRAME_LENGTH};
+use crate::limits::{CborLimits, DEFAULT_MAX_FRAME_LENGTH, VALIDATED};
 use crate::message::{ClientMessage, Invalid, ServerMessage};
 
 pub use crate::decoder::{
@@ -118,16 +118,10 @@ pub fn from_value<M: WireMessage>(value: crate::Value) -> Result<M, DecodeError>
 
 /// The message as a [`Value`](crate::Value), keys in wire order (for logs, JSON tooling and tests).
 pub fn to_value<M: WireMessage>(msg: &M) -> crate::Value {
-    let limits = CborLimits {
-        max_byte_length: u32::MAX,
-        max_container_length: u32::MAX,
-        max_depth: crate::limits::MAX_CONFIGURABLE_CBOR_DEPTH,
-        max_total_items: u32::MAX,
-    };
     let mut buf = Vec::new();
     // Our own messages always re-decode: they were built from valid parts.
-    match msg.write(&mut buf, &limits) {
-        Ok(()) => cbor::decode_value(&buf, &limits).unwrap_or(crate::Value::Null),
+    match msg.write(&mut buf, &VALIDATED) {
+        Ok(()) => cbor::decode_value(&buf, &VALIDATED).unwrap_or(crate::Value::Null),
         Err(_) => crate::Value::Null,
     }
 }

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use crate::cbor::{self, ValueDecodeError};
 use crate::error::{DecodeError, Side, payload_error};
 use crate::ids::Id;
-use crate::limits::{CborLimits, MAX_CONFIGURABLE_CBOR_DEPTH};
+use crate::limits::{CborLimits, VALIDATED};
 use crate::message::{ServerMessage, ServerPayload, ServiceUpdate, UpdateForm, decode_server_as};
 
 /// One server message as a client reads it.
@@ -73,14 +73,6 @@ impl EncodedServiceUpdate {
         }))
     }
 }
-
-/// Limits for re-reading bytes that already passed a frame's limits: none can trip again.
-pub(crate) const VALIDATED: CborLimits = CborLimits {
-    max_byte_length: u32::MAX,
-    max_container_length: u32::MAX,
-    max_depth: MAX_CONFIGURABLE_CBOR_DEPTH,
-    max_total_items: u32::MAX,
-};
 
 /// Decodes one unframed server payload, leaving a `service_update`'s update encoded.
 ///

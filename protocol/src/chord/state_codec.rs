@@ -33,7 +33,7 @@ use crate::chord::snapshot::{InstanceSnapshot, SubscriptionSnapshot};
 use crate::chord::update::{ProviderUpdate, state_update_value};
 use crate::chord::update_cbor::parse_state_update;
 use crate::chord::wire_op::WireOp;
-use crate::inbound::VALIDATED;
+use crate::limits::VALIDATED;
 use crate::value::Value;
 
 /// Codecs keyed by instance address (absent for a singleton), then member name.
