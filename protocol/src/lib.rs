@@ -27,6 +27,16 @@
 //!
 //! Every limit has a named default in [`limits`]. The normative description is
 //! `docs/protocol.md` in the repository.
+//!
+//! ## Modules, bottom up
+//! Each file uses only files below it:
+//!
+//! 1. Leaves: [`ids`], [`limits`], [`version`], [`keepalive`], the [`Value`] data types
+//!    (then their JSON text and serde impls), [`frame`] and [`cbor`].
+//! 2. [`chord`]: its data types, then the delta and state codecs and the replica above them.
+//! 3. [`ErrorCode`] (which names chord's service codes), then [`message`], the envelopes.
+//! 4. The codecs: their errors ([`DecodeError`], [`EncodeError`], [`Side`]), then [`inbound`],
+//!    [`decoder`], and [`codec`] on top; [`handshake`] beside them.
 
 pub mod cbor;
 pub mod chord;
