@@ -29,10 +29,10 @@
 //! `docs/protocol.md` in the repository.
 //!
 //! ## Modules, bottom up
-//! Each file uses only files below it:
+//! Each layer uses only the layers below it (and, within a layer, those named before):
 //!
-//! 1. Leaves: [`ids`], [`limits`], [`version`], [`keepalive`], the [`Value`] data types
-//!    (then their JSON text and serde impls), [`frame`] and [`cbor`].
+//! 1. Leaves: [`ids`], [`limits`], [`version`], [`keepalive`], [`unix`], the [`Value`] data
+//!    types (then their JSON text and serde impls), [`frame`] and [`cbor`].
 //! 2. [`chord`]: its data types, then the delta and state codecs and the replica above them.
 //! 3. [`ErrorCode`] (which names chord's service codes), then [`message`], the envelopes.
 //! 4. The codecs: their errors ([`DecodeError`], [`EncodeError`], [`Side`]), then [`inbound`],

@@ -57,18 +57,19 @@
 //! stop (the client then gets `cancelled`) or to finish (a normal response).
 //!
 //! ## Modules, bottom up
-//! Each layer uses only the layers below it:
+//! Each layer uses only the layers below it (and, within a layer, those named before):
 //!
-//! 1. Leaves: `error`, `config`, `random`, `tasks`, `panics`, [`listen`] (sockets, TLS, the
-//!    lingering close), `identity` ([`SubjectAltName`] below the certificate reader), `context`,
-//!    and [`chord`] (the chord types and the subscription encoders).
+//! 1. Leaves: `error`, `random`, `tasks`, `panics`, `config`, [`listen`] (sockets, TLS, the
+//!    lingering close), `identity` ([`SubjectAltName`] below the certificate reader),
+//!    `context`, and [`chord`] (the chord types and the subscription encoders).
 //! 2. The sans-IO connection core in `conn/`: `limits`, `outbound`, `subscriptions`, `state`,
 //!    then `shared`, the handle on one connection's state that every layer above uses.
 //! 3. What the host traits name: `presentation` ([`Presentation`]) and `publish`
 //!    ([`Publisher`]); beside them `registry`, the live connections of one server.
 //! 4. [`host`]: the traits a host implements.
 //! 5. `router`: session routing over the host's sessions.
-//! 6. The connection task (`conn/mod.rs`, with `read`): reader, writer and request tasks.
+//! 6. The connection task, `conn/mod.rs` (its reads sized by `conn/read`): reader, writer
+//!    and request tasks.
 //! 7. `server`: listeners, accept loops and graceful close ([`Server`]).
 //!
 //! `fuzzing` holds the fuzz targets' bodies over the core.

@@ -8,8 +8,8 @@
 //!   (what arrived with the hello is queued in order), so a peer cannot queue unbounded
 //!   input behind a slow host.
 //! * The writer takes frames from the state in order and writes them; it is woken by a
-//!   [`Notify`](tokio::sync::Notify). When the state is closing it flushes what is queued (bounded by the
-//!   graceful-close timeout) and shuts the stream down.
+//!   [`Notify`](tokio::sync::Notify). When the state is closing it flushes what is queued
+//!   (bounded by the graceful-close timeout) and shuts the stream down.
 //! * Each request's host call is polled once in the reader; one that is not done then runs
 //!   in its own tracked task. Results go back into the state. After each read batch the
 //!   reader writes what is queued itself if the writer is idle (Unix and TCP), otherwise it
