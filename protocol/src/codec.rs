@@ -3,44 +3,25 @@
 //! Inbound there is one decoder, [`MessageDecoder`] (in `decoder.rs`, re-exported here),
 //! which decodes frames in place in the buffer they were read into, with upstream's
 //! `ClientMessageDecoder`/`ServerMessageDecoder` rules. Outbound, [`encode_frame`] and
-//! friends. [`WireCodec`] pairs the two for a tokio-util `Framed`.
+//! friends. [`WireCodec`] pairs the two for a tokio-util `Framed`. The errors of both
+//! directions ([`DecodeError`], [`EncodeError`]) live below the decoder and are re-exported
+//! here.
 
-use std::fmt;
-use std::io;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
 
 use crate::cbor::{self, CborError, ValueDecodeError, Writer};
-use crate::frame::{FRAME_HEADER_LENGTH, FrameError};
-use crate::limits::{CborLimits, DEFAULT_MAX_FRAME_LENGTH};
+use crate::decoder::{client_payload, server_payload};
+use crate::frame::FRAME_HEADER_LENGTH;
+use crate::limits::{CborLimits, DEFAULT_MAX_FRAME_LENGTH, VALIDATED};
+use crate::message::{ClientMessage, Invalid, ServerMessage};
 
 pub use crate::decoder::{
     ClientMessageDecoder, Inbound, MessageDecoder, ServerFrameDecoder, ServerMessageDecoder,
 };
-use crate::message::{
-    ClientMessage, Invalid, PayloadError, ServerMessage, decode_client, decode_server,
-};
-
-/// Which side's messages an error is about (upstream's `client`/`server` wording).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    /// Messages a client sends.
-    Client,
-    /// Messages a server sends.
-    Server,
-}
-
-impl fmt::Display for Side {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Client => "client",
-            Self::Server => "server",
-        })
-    }
-}
+pub use crate::error::{DecodeError, EncodeError, IoError, Side};
 
 /// A message that crosses the wire in one direction (its side is [`Inbound::SIDE`]).
 pub trait WireMessage: Inbound + Sized + sealed::Sealed {
@@ -50,13 +31,6 @@ pub trait WireMessage: Inbound + Sized + sealed::Sealed {
     fn write<B: BufMut>(&self, out: &mut B, limits: &CborLimits) -> Result<(), CborError>;
     #[doc(hidden)]
     fn decode_bytes(payload: &[u8], limits: &CborLimits) -> Result<Self, DecodeError>;
-}
-
-pub(crate) fn payload_error(side: Side, e: PayloadError) -> DecodeError {
-    match e {
-        PayloadError::Cbor(source) => DecodeError::Cbor { side, source },
-        PayloadError::Invalid => DecodeError::InvalidMessage { side },
-    }
 }
 
 /// Opaque marker for "not a valid envelope" (public only because [`WireMessage`] names it).
@@ -85,7 +59,7 @@ impl WireMessage for ClientMessage {
         w.finish()
     }
     fn decode_bytes(payload: &[u8], limits: &CborLimits) -> Result<Self, DecodeError> {
-        decode_client(payload, limits).map_err(|e| payload_error(Side::Client, e))
+        client_payload(payload, limits)
     }
 }
 
@@ -99,156 +73,7 @@ impl WireMessage for ServerMessage {
         w.finish()
     }
     fn decode_bytes(payload: &[u8], limits: &CborLimits) -> Result<Self, DecodeError> {
-        decode_server(payload, limits).map_err(|e| payload_error(Side::Server, e))
-    }
-}
-
-/// Why inbound bytes did not yield a message. `Display` is upstream's exact wording.
-///
-/// Equality is variant by variant; two [`Io`](Self::Io) errors are equal when they are of the
-/// same kind with the same text (an [`io::Error`] has no equality of its own).
-#[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
-pub enum DecodeError {
-    /// Framing failed (oversized length).
-    #[error("Invalid {side} protocol frame: {source}")]
-    Frame {
-        /// Whose messages.
-        side: Side,
-        /// The framing error.
-        source: FrameError,
-    },
-    /// The payload broke the CBOR profile.
-    #[error("Invalid {side} protocol frame: {source}")]
-    Cbor {
-        /// Whose messages.
-        side: Side,
-        /// The CBOR error.
-        source: CborError,
-    },
-    /// Valid CBOR, but not a valid envelope (or not strict JSON).
-    #[error("Invalid {side} protocol message")]
-    InvalidMessage {
-        /// Whose messages.
-        side: Side,
-    },
-    /// The stream ended inside a frame.
-    #[error("Invalid {side} protocol framing: {source}")]
-    Framing {
-        /// Whose messages.
-        side: Side,
-        /// Always [`FrameError::Truncated`].
-        source: FrameError,
-    },
-    /// Used after an earlier failure: the decoder is sticky.
-    #[error("{side} message decoder has failed")]
-    Failed {
-        /// Whose messages.
-        side: Side,
-    },
-    /// Used after a clean end of stream.
-    #[error("{side} message decoder has ended")]
-    Ended {
-        /// Whose messages.
-        side: Side,
-    },
-    /// I/O error from the transport under a tokio `Framed` (shared, so the error stays
-    /// `Clone`).
-    #[error(transparent)]
-    Io(Arc<io::Error>),
-}
-
-impl From<io::Error> for DecodeError {
-    fn from(e: io::Error) -> Self {
-        Self::Io(Arc::new(e))
-    }
-}
-
-impl PartialEq for DecodeError {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::Frame { side, source }, Self::Frame { side: s, source: e }) => {
-                side == s && source == e
-            }
-            (Self::Cbor { side, source }, Self::Cbor { side: s, source: e }) => {
-                side == s && source == e
-            }
-            (Self::InvalidMessage { side }, Self::InvalidMessage { side: s })
-            | (Self::Failed { side }, Self::Failed { side: s })
-            | (Self::Ended { side }, Self::Ended { side: s }) => side == s,
-            (Self::Framing { side, source }, Self::Framing { side: s, source: e }) => {
-                side == s && source == e
-            }
-            (Self::Io(a), Self::Io(b)) => same_io_error(a, b),
-            (
-                Self::Frame { .. }
-                | Self::Cbor { .. }
-                | Self::InvalidMessage { .. }
-                | Self::Framing { .. }
-                | Self::Failed { .. }
-                | Self::Ended { .. }
-                | Self::Io(_),
-                _,
-            ) => false,
-        }
-    }
-}
-
-impl Eq for DecodeError {}
-
-/// Why an outbound message could not be framed. `Display` is upstream's wording:
-/// `Unable to encode {side} protocol message: …`, cut to 500 characters.
-///
-/// Equality is as for [`DecodeError`].
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum EncodeError {
-    /// The message exceeds a limit (most often the frame length).
-    #[error("Unable to encode {side} protocol message: {}", truncate_500(&source.to_string()))]
-    Cbor {
-        /// Whose messages.
-        side: Side,
-        /// The encoder error.
-        source: CborError,
-    },
-    /// I/O error from the transport under a tokio `Framed` (shared, so the error stays
-    /// `Clone`).
-    #[error(transparent)]
-    Io(Arc<io::Error>),
-}
-
-impl From<io::Error> for EncodeError {
-    fn from(e: io::Error) -> Self {
-        Self::Io(Arc::new(e))
-    }
-}
-
-impl PartialEq for EncodeError {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::Cbor { side, source }, Self::Cbor { side: s, source: e }) => {
-                side == s && source == e
-            }
-            (Self::Io(a), Self::Io(b)) => same_io_error(a, b),
-            (Self::Cbor { .. } | Self::Io(_), _) => false,
-        }
-    }
-}
-
-impl Eq for EncodeError {}
-
-/// The equality of [`DecodeError::Io`] and [`EncodeError::Io`]: same kind, same text.
-fn same_io_error(a: &io::Error, b: &io::Error) -> bool {
-    a.kind() == b.kind() && a.to_string() == b.to_string()
-}
-
-fn truncate_500(s: &str) -> String {
-    // Upstream counts UTF-16 units; our messages are ASCII, where units and chars agree.
-    if s.chars().count() <= 500 {
-        s.to_owned()
-    } else {
-        let mut out: String = s.chars().take(497).collect();
-        out.push_str("...");
-        out
+        server_payload(payload, limits)
     }
 }
 
@@ -293,16 +118,10 @@ pub fn from_value<M: WireMessage>(value: crate::Value) -> Result<M, DecodeError>
 
 /// The message as a [`Value`](crate::Value), keys in wire order (for logs, JSON tooling and tests).
 pub fn to_value<M: WireMessage>(msg: &M) -> crate::Value {
-    let limits = CborLimits {
-        max_byte_length: u32::MAX,
-        max_container_length: u32::MAX,
-        max_depth: crate::limits::MAX_CONFIGURABLE_CBOR_DEPTH,
-        max_total_items: u32::MAX,
-    };
     let mut buf = Vec::new();
     // Our own messages always re-decode: they were built from valid parts.
-    match msg.write(&mut buf, &limits) {
-        Ok(()) => cbor::decode_value(&buf, &limits).unwrap_or(crate::Value::Null),
+    match msg.write(&mut buf, &VALIDATED) {
+        Ok(()) => cbor::decode_value(&buf, &VALIDATED).unwrap_or(crate::Value::Null),
         Err(_) => crate::Value::Null,
     }
 }

@@ -8,7 +8,7 @@
 //! nothing is copied into a second buffer and no `Vec` of payloads is built. A caller that owns
 //! its buffer (a tokio-util `FramedRead`) passes it to [`decode`](MessageDecoder::decode)
 //! instead. Servers decode [`ClientMessage`]s, clients [`ServerMessage`]s or, with
-//! `service_update` payloads left encoded, [`ServerFrame`](crate::ServerFrame)s: one type, one
+//! `service_update` payloads left encoded, [`ServerFrame`]s: one type, one
 //! set of rules.
 //!
 //! The rules are upstream `ValidatedMessageDecoder.push`'s, applied to "the chunk": every
@@ -31,13 +31,14 @@ use std::collections::VecDeque;
 
 use bytes::{Buf, BytesMut};
 
-use crate::codec::{DecodeError, Side, WireMessage};
+use crate::error::{DecodeError, Side, payload_error};
 use crate::frame::{FrameDecoder, FrameError};
+use crate::inbound::{ServerFrame, decode_server_frame_with};
 use crate::limits::{CborLimits, DEFAULT_MAX_FRAME_LENGTH};
-use crate::message::{ClientMessage, ServerMessage};
+use crate::message::{ClientMessage, ServerMessage, decode_client, decode_server};
 
 /// What a [`MessageDecoder`] can produce from one frame's payload: [`ClientMessage`],
-/// [`ServerMessage`] and [`ServerFrame`](crate::ServerFrame).
+/// [`ServerMessage`] and [`ServerFrame`].
 pub trait Inbound: Sized + sealed::Sealed {
     /// Whose messages these are (for error texts).
     const SIDE: Side;
@@ -53,9 +54,9 @@ pub trait Inbound: Sized + sealed::Sealed {
 
 mod sealed {
     pub trait Sealed {}
-    impl Sealed for crate::ClientMessage {}
-    impl Sealed for crate::ServerMessage {}
-    impl Sealed for crate::ServerFrame {}
+    impl Sealed for super::ClientMessage {}
+    impl Sealed for super::ServerMessage {}
+    impl Sealed for super::ServerFrame {}
 }
 
 impl Inbound for ClientMessage {
@@ -65,9 +66,7 @@ impl Inbound for ClientMessage {
         len: usize,
         limits: &CborLimits,
     ) -> Result<Self, DecodeError> {
-        read_where_it_lies(buf, len, |payload| {
-            <Self as WireMessage>::decode_bytes(payload, limits)
-        })
+        read_where_it_lies(buf, len, |payload| client_payload(payload, limits))
     }
 }
 
@@ -78,10 +77,36 @@ impl Inbound for ServerMessage {
         len: usize,
         limits: &CborLimits,
     ) -> Result<Self, DecodeError> {
-        read_where_it_lies(buf, len, |payload| {
-            <Self as WireMessage>::decode_bytes(payload, limits)
-        })
+        read_where_it_lies(buf, len, |payload| server_payload(payload, limits))
     }
+}
+
+impl Inbound for ServerFrame {
+    const SIDE: Side = Side::Server;
+    fn from_payload(
+        buf: &mut BytesMut,
+        len: usize,
+        limits: &CborLimits,
+    ) -> Result<Self, DecodeError> {
+        // An update outlives the read buffer: its payload is split off, not copied.
+        decode_server_frame_with(buf.split_to(len.min(buf.len())).freeze(), limits)
+    }
+}
+
+/// Decodes one unframed client payload where it lies.
+pub(crate) fn client_payload(
+    payload: &[u8],
+    limits: &CborLimits,
+) -> Result<ClientMessage, DecodeError> {
+    decode_client(payload, limits).map_err(|e| payload_error(Side::Client, e))
+}
+
+/// Decodes one unframed server payload where it lies, updates into [`Value`](crate::Value)s.
+pub(crate) fn server_payload(
+    payload: &[u8],
+    limits: &CborLimits,
+) -> Result<ServerMessage, DecodeError> {
+    decode_server(payload, limits).map_err(|e| payload_error(Side::Server, e))
 }
 
 /// Decodes `buf[..len]` in place, then drops it from the front of `buf`. Nothing of it is
@@ -106,7 +131,7 @@ pub type ClientMessageDecoder = MessageDecoder<ClientMessage>;
 pub type ServerMessageDecoder = MessageDecoder<ServerMessage>;
 /// Decodes what a server sends as a client reads it: `service_update` payloads stay encoded
 /// for [`StateDecoder::decode_update_cbor`](crate::chord::StateDecoder::decode_update_cbor).
-pub type ServerFrameDecoder = MessageDecoder<crate::ServerFrame>;
+pub type ServerFrameDecoder = MessageDecoder<ServerFrame>;
 
 /// Incremental, sticky, in-place decoder for one direction of one connection (see the
 /// [module docs](self) for the rules).

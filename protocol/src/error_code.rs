@@ -146,6 +146,17 @@ mod tests {
     }
 
     #[test]
+    fn only_the_service_codes_parse_as_service_codes() {
+        for code in ErrorCode::ALL {
+            let service = RemoteServiceErrorCode::parse(code.as_str());
+            match code {
+                ErrorCode::Service(c) => assert_eq!(service, Some(c)),
+                _ => assert_eq!(service, None, "{code}"),
+            }
+        }
+    }
+
+    #[test]
     fn an_unknown_code_is_not_recognised() {
         assert_eq!(ErrorCode::parse("application_error"), None);
         assert_eq!(ErrorCode::parse(""), None);

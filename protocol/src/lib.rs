@@ -27,11 +27,22 @@
 //!
 //! Every limit has a named default in [`limits`]. The normative description is
 //! `docs/protocol.md` in the repository.
+//!
+//! ## Modules, bottom up
+//! Each layer uses only the layers below it (and, within a layer, those named before):
+//!
+//! 1. Leaves: [`ids`], [`limits`], [`version`], [`keepalive`], [`unix`], the [`Value`] data
+//!    types (then their JSON text and serde impls), [`frame`] and [`cbor`].
+//! 2. [`chord`]: its data types, then the delta and state codecs and the replica above them.
+//! 3. [`ErrorCode`] (which names chord's service codes), then [`message`], the envelopes.
+//! 4. The codecs: their errors ([`DecodeError`], [`EncodeError`], [`Side`]), then [`inbound`],
+//!    [`decoder`], and [`codec`] on top; [`handshake`] beside them.
 
 pub mod cbor;
 pub mod chord;
 pub mod codec;
 pub mod decoder;
+mod error;
 mod error_code;
 pub mod frame;
 pub mod handshake;
@@ -49,8 +60,8 @@ pub mod version;
 pub mod fuzzing;
 
 pub use codec::{
-    ClientCodec, ClientMessageDecoder, DecodeError, EncodeError, MessageDecoder, ServerCodec,
-    ServerFrameDecoder, ServerMessageDecoder, Side, decode_payload, encode_frame,
+    ClientCodec, ClientMessageDecoder, DecodeError, EncodeError, IoError, MessageDecoder,
+    ServerCodec, ServerFrameDecoder, ServerMessageDecoder, Side, decode_payload, encode_frame,
     encode_frame_into, encode_service_update_frame, encode_update_payload, from_value, to_value,
 };
 pub use error_code::ErrorCode;

@@ -67,6 +67,15 @@ impl CborLimits {
     }
 }
 
+/// Limits for re-reading bytes that already passed a frame's limits, or that baton wrote
+/// from valid parts: none can trip again.
+pub(crate) const VALIDATED: CborLimits = CborLimits {
+    max_byte_length: u32::MAX,
+    max_container_length: u32::MAX,
+    max_depth: MAX_CONFIGURABLE_CBOR_DEPTH,
+    max_total_items: u32::MAX,
+};
+
 /// A configured limit outside its allowed range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LimitError {

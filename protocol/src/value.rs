@@ -326,23 +326,6 @@ impl Value {
     pub fn is_null(&self) -> bool {
         matches!(self, Self::Null)
     }
-
-    /// Parses JSON text (key order kept; a later duplicate key replaces the earlier value).
-    ///
-    /// # Errors
-    /// Malformed JSON, or a number the wire cannot carry (non-finite or an unsafe integer).
-    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
-        serde_json::from_str(text)
-    }
-
-    /// Renders compact JSON text in key order.
-    ///
-    /// Negative zero is written `-0` (serde_json would write `-0.0`; JavaScript's
-    /// `JSON.stringify` writes `0`, losing the sign). [`from_json`](Self::from_json) reads
-    /// `-0` back as the float −0, so the text round-trips to the same CBOR (`fb8000000000000000`).
-    pub fn to_json(&self) -> String {
-        crate::value_serde::to_json_text(self)
-    }
 }
 
 impl fmt::Debug for Value {
@@ -355,12 +338,6 @@ impl fmt::Debug for Value {
             Self::Array(a) => f.debug_list().entries(a).finish(),
             Self::Map(m) => fmt::Debug::fmt(m, f),
         }
-    }
-}
-
-impl fmt::Display for Value {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_json())
     }
 }
 

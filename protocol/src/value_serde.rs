@@ -1,4 +1,5 @@
-//! serde support for [`Value`]: JSON text in and out with key order kept.
+//! serde support for [`Value`]: JSON text in and out with key order kept
+//! ([`Value::from_json`], [`Value::to_json`], `Display`), above the data types.
 //!
 //! Deserialising builds our own [`Map`] in the order the source yields entries, so
 //! `serde_json` needs no `preserve_order` feature.
@@ -9,18 +10,40 @@ use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::value::{Map, Number, Value};
+use crate::value::{Map, Number, NumberError, Value};
 
-/// Compact JSON with negative zero as `-0` (see [`Value::to_json`]).
-pub(crate) fn to_json_text(value: &Value) -> String {
-    let mut out = Vec::with_capacity(128);
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, JsonText);
-    // Serialising our own tree cannot fail: every key is a string and every number is finite.
-    if value.serialize(&mut ser).is_err() {
-        return String::new();
+impl Value {
+    /// Parses JSON text (key order kept; a later duplicate key replaces the earlier value).
+    ///
+    /// # Errors
+    /// Malformed JSON, or a number the wire cannot carry (non-finite or an unsafe integer).
+    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
     }
-    // serde_json writes UTF-8 only.
-    String::from_utf8(out).unwrap_or_default()
+
+    /// Renders compact JSON text in key order.
+    ///
+    /// Negative zero is written `-0` (serde_json would write `-0.0`; JavaScript's
+    /// `JSON.stringify` writes `0`, losing the sign). [`from_json`](Self::from_json) reads
+    /// `-0` back as the float −0, so the text round-trips to the same CBOR (`fb8000000000000000`).
+    pub fn to_json(&self) -> String {
+        let mut out = Vec::with_capacity(128);
+        let mut ser = serde_json::Serializer::with_formatter(&mut out, JsonText);
+        // Serialising our own tree cannot fail: every key is a string and every number is
+        // finite.
+        if self.serialize(&mut ser).is_err() {
+            return String::new();
+        }
+        // serde_json writes UTF-8 only.
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// The compact JSON text of [`Value::to_json`].
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_json())
+    }
 }
 
 /// serde_json's compact output, except `-0` for negative zero.
@@ -103,8 +126,7 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
 
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        let v =
-            i64::try_from(v).map_err(|_| E::custom(crate::value::NumberError::UnsafeInteger))?;
+        let v = i64::try_from(v).map_err(|_| E::custom(NumberError::UnsafeInteger))?;
         self.visit_i64(v)
     }
 

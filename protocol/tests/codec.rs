@@ -525,6 +525,13 @@ mod outbound_limit_order {
 #[error("peer sent a fatal alert")]
 struct TransportFault;
 
+/// `error`, made from a [`TransportFault`], kept its kind, its source and their text.
+fn assert_keeps_the_transport_fault(io: &baton_protocol::IoError, error: &dyn std::error::Error) {
+    assert_eq!(io.kind(), std::io::ErrorKind::ConnectionReset);
+    assert!(io.get_ref().unwrap().is::<TransportFault>());
+    assert_eq!(error.to_string(), "peer sent a fatal alert");
+}
+
 #[test]
 fn a_transport_error_keeps_its_io_error_kind_and_source() {
     let io = || std::io::Error::new(std::io::ErrorKind::ConnectionReset, TransportFault);
@@ -533,9 +540,7 @@ fn a_transport_error_keeps_its_io_error_kind_and_source() {
     let baton_protocol::DecodeError::Io(e) = &decode else {
         panic!("not an I/O error: {decode:?}");
     };
-    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset);
-    assert!(e.get_ref().unwrap().is::<TransportFault>());
-    assert_eq!(decode.to_string(), "peer sent a fatal alert");
+    assert_keeps_the_transport_fault(e, &decode);
     assert_eq!(decode, baton_protocol::DecodeError::from(io()));
     assert_ne!(
         decode,
@@ -548,8 +553,12 @@ fn a_transport_error_keeps_its_io_error_kind_and_source() {
     let baton_protocol::EncodeError::Io(e) = &encode else {
         panic!("not an I/O error: {encode:?}");
     };
-    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset);
-    assert!(e.get_ref().unwrap().is::<TransportFault>());
-    assert_eq!(encode.to_string(), "peer sent a fatal alert");
+    assert_keeps_the_transport_fault(e, &encode);
     assert_eq!(encode.clone(), encode);
+    assert_ne!(
+        encode,
+        baton_protocol::EncodeError::from(std::io::Error::from(
+            std::io::ErrorKind::ConnectionReset
+        ))
+    );
 }

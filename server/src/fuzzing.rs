@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use baton_protocol::chord::{
-    ControlCall, InstanceSnapshot, MemberSnapshot, Op, ProviderUpdate, ServiceMode,
+    ControlCall, InstanceSnapshot, MemberSnapshot, Op, ProviderUpdate, ServiceCall, ServiceMode,
     SubscriptionSnapshot, parse_path,
 };
 use baton_protocol::codec::{ClientMessageDecoder, ServerMessageDecoder, encode_frame};
@@ -53,11 +53,7 @@ fn server_id(s: &str) -> ServerId {
 }
 
 fn call(service: &str, member: &str, args: Vec<Value>) -> Value {
-    let mut m = Map::new();
-    m.insert("serviceId", Value::from(service));
-    m.insert("member", Value::from(member));
-    m.insert("args", Value::Array(args));
-    Value::Map(m)
+    ServiceCall::new(service, member, args).into_value()
 }
 
 /// What the fake host knows about a dispatched request.

@@ -34,8 +34,8 @@ use crate::chord::ServiceCall;
 use crate::context::Context;
 use crate::error::ServiceError;
 use crate::identity::PeerIdentity;
+use crate::presentation::Presentation;
 use crate::publish::Publisher;
-use crate::router::Presentation;
 
 /// What a call returns: `None` is a void response (no `result` key), `Some(Value::Null)`
 /// is `"result": null`.

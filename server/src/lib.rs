@@ -55,6 +55,24 @@
 //! and abandons in-flight host calls without waiting. [`Server::close`] is the graceful path.
 //! A client `cancel` only fires the request's [`Context`] token: the host decides whether to
 //! stop (the client then gets `cancelled`) or to finish (a normal response).
+//!
+//! ## Modules, bottom up
+//! Each layer uses only the layers below it (and, within a layer, those named before):
+//!
+//! 1. Leaves: `error`, `random`, `tasks`, `panics`, `config`, [`listen`] (sockets, TLS, the
+//!    lingering close), `identity` ([`SubjectAltName`] below the certificate reader),
+//!    `context`, and [`chord`] (the chord types and the subscription encoders).
+//! 2. The sans-IO connection core in `conn/`: `limits`, `outbound`, `subscriptions`, `state`,
+//!    then `shared`, the handle on one connection's state that every layer above uses.
+//! 3. What the host traits name: `presentation` ([`Presentation`]) and `publish`
+//!    ([`Publisher`]); beside them `registry`, the live connections of one server.
+//! 4. [`host`]: the traits a host implements.
+//! 5. `router`: session routing over the host's sessions.
+//! 6. The connection task, `conn/mod.rs` (its reads sized by `conn/read`): reader, writer
+//!    and request tasks.
+//! 7. `server`: listeners, accept loops and graceful close ([`Server`]).
+//!
+//! `fuzzing` holds the fuzz targets' bodies over the core.
 
 pub mod chord;
 mod config;
@@ -67,8 +85,10 @@ pub mod host;
 mod identity;
 pub mod listen;
 mod panics;
+mod presentation;
 mod publish;
 mod random;
+mod registry;
 mod router;
 mod server;
 mod tasks;
@@ -88,6 +108,7 @@ pub use error::{
 pub use host::{CallResult, ServerHost, ServiceScope, SessionHandle, SessionMetadata, Termination};
 pub use identity::{ClientCertificate, PeerIdentity, SubjectAltName, Transport};
 pub use listen::{ClientAuth, ListenAddr, Listener, TcpOptions, TlsConfig, unix_socket_path};
+pub use presentation::Presentation;
 pub use publish::{Published, Publisher};
-pub use router::{MAX_ATTACH_ATTEMPTS, Presentation};
+pub use router::MAX_ATTACH_ATTEMPTS;
 pub use server::Server;

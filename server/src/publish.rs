@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Weak;
 
 use crate::chord::{ProviderUpdate, SharedUpdate, SubscriptionSnapshot};
-use crate::conn::ConnShared;
+use crate::conn::shared::ConnShared;
 
 pub use crate::conn::subscriptions::Published;
 

@@ -24,9 +24,6 @@
 //! still holds may therefore be one the host has let go of; it is never used past a lease.
 
 use std::collections::HashMap;
-use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -38,17 +35,17 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::chord::ServiceCall;
-use crate::conn::ConnShared;
+use crate::conn::shared::ConnShared;
 use crate::context::{ConnectionId, Context, Peer};
 use crate::error::{CloseError, ServiceError};
 use crate::host::{
     CallResult, ServerHost, ServiceScope, SessionHandle, SessionMetadata, Termination,
 };
 use crate::panics::guarded;
+use crate::presentation::{BoxFuture, Presentation, PresentationOps};
 use crate::publish::Publisher;
 use crate::tasks::spawn;
 
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 type Lease<H> = <<H as ServerHost>::Session as SessionHandle>::Lease;
 type Parts<H> = (Arc<Router<H>>, Arc<ClientSlot<H>>);
 type OpenCell<H> = Arc<OnceCell<Result<Arc<Hosted<H>>, WireError>>>;
@@ -158,12 +155,10 @@ impl<H: ServerHost> Router<H> {
             current: tokio::sync::Mutex::new(None),
         });
         self.clients.lock().insert(conn_id, Arc::clone(&slot));
-        Presentation {
-            inner: Arc::new(ClientPresentation {
-                router: Arc::downgrade(self),
-                slot: Arc::downgrade(&slot),
-            }),
-        }
+        Presentation::new(Arc::new(ClientPresentation {
+            router: Arc::downgrade(self),
+            slot: Arc::downgrade(&slot),
+        }))
     }
 
     /// Session handles held now (opened, or opening).
@@ -552,16 +547,6 @@ fn report(what: &str, e: &ServiceError) {
     tracing::warn!(error = %describe(e), "{what} failed");
 }
 
-trait PresentationOps: Send + Sync {
-    fn attach(&self, session_id: String, ctx: Context) -> BoxFuture<Result<(), ServiceError>>;
-    fn detach(&self, ctx: Context) -> BoxFuture<Result<(), ServiceError>>;
-    fn prepare_removal(
-        &self,
-        session_id: String,
-        ctx: Context,
-    ) -> BoxFuture<Result<(), ServiceError>>;
-}
-
 struct ClientPresentation<H: ServerHost> {
     router: Weak<Router<H>>,
     slot: Weak<ClientSlot<H>>,
@@ -603,56 +588,5 @@ impl<H: ServerHost> PresentationOps for ClientPresentation<H> {
             let (router, _slot) = parts?;
             router.prepare_removal(session_id, ctx).await
         })
-    }
-}
-
-/// What a connection's server-scope services use to attach it to sessions (upstream
-/// `RoutedServerPresentation`). Cheap to clone; after the connection or server is gone,
-/// every method fails with `server_draining`.
-#[derive(Clone)]
-pub struct Presentation {
-    inner: Arc<dyn PresentationOps>,
-}
-
-impl fmt::Debug for Presentation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Presentation").finish_non_exhaustive()
-    }
-}
-
-impl Presentation {
-    /// Attaches this connection to `session_id` (resolving and opening it if needed) and
-    /// sends the client its `attachment` route before this returns. Attaching again to the
-    /// current session does nothing. A previous attachment to another session is released
-    /// without an `attachment: null`.
-    ///
-    /// # Errors
-    /// `server_draining` while shutting down or after the client left; the host's
-    /// `session_not_found` / `session_ambiguous`; the host's open failure (shared by
-    /// concurrent attaches).
-    pub async fn attach_session(&self, session_id: &str, ctx: Context) -> Result<(), ServiceError> {
-        self.inner.attach(session_id.to_owned(), ctx).await
-    }
-
-    /// Detaches this connection: waits for its admitted session calls, releases the lease
-    /// and sends `attachment: null` before returning. Does nothing if not attached.
-    ///
-    /// # Errors
-    /// `server_draining` after the server or connection is gone.
-    pub async fn detach_session(&self, ctx: Context) -> Result<(), ServiceError> {
-        self.inner.detach(ctx).await
-    }
-
-    /// Before a session is deleted: releases every connection's attachment to it (each
-    /// client gets `attachment: null`) and closes its handle.
-    ///
-    /// # Errors
-    /// `server_draining` while shutting down; the handle's close error.
-    pub async fn prepare_session_removal(
-        &self,
-        session_id: &str,
-        ctx: Context,
-    ) -> Result<(), ServiceError> {
-        self.inner.prepare_removal(session_id.to_owned(), ctx).await
     }
 }

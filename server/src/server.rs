@@ -1,15 +1,14 @@
-//! The server: listeners, accept loops, the connection registry, and graceful close.
+//! The server: listeners, accept loops, and graceful close, on top of everything else. Its
+//! connections enter the [`Registry`] it keeps in their [`ServerShared`].
 
-use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use baton_protocol::codec::encode_frame;
 use baton_protocol::{ErrorCode, ServerId, ServerMessage, WireError};
-use parking_lot::Mutex;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{OnceCell, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -17,7 +16,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
 use crate::conn::limits::ConnLimits;
-use crate::conn::{self, ConnShared};
+use crate::conn::state::ConnState;
+use crate::conn::{self, ServerShared};
 use crate::context::{ConnectionId, Peer};
 use crate::error::{CloseError, StartError};
 use crate::host::ServerHost;
@@ -27,6 +27,7 @@ use crate::listen::{
     BoundTcp, BoundUnix, LINGER_DEADLINE, ListenAddr, Listener, Stream, UnixSocketFile,
     configure_accepted, discard, refuse,
 };
+use crate::registry::Registry;
 use crate::router::Router;
 use crate::tasks::spawn;
 
@@ -42,24 +43,13 @@ const MAX_LINGERING: usize = 256;
 /// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
-/// What every connection of one server shares.
-pub(crate) struct ServerShared<H: ServerHost> {
-    pub(crate) host: Arc<H>,
-    pub(crate) router: Arc<Router<H>>,
-    pub(crate) config: ServerConfig,
-    pub(crate) limits: ConnLimits,
-    /// Accept loops, connections, writers, attach tasks.
-    pub(crate) conn_tasks: TaskTracker,
-    /// Request tasks (graceful close waits for these).
-    pub(crate) requests: TaskTracker,
-    /// Session watchers and other background work.
-    pub(crate) tasks: TaskTracker,
-    /// Drops in-flight request futures (drain deadline passed).
-    pub(crate) hard_stop: CancellationToken,
+/// What the accept loops share: the connections' [`ServerShared`], and what admitting a
+/// connection takes (its id, the connection and refusal slots, the TLS handshake's stop,
+/// Unix user names).
+struct Accepting<H: ServerHost> {
+    server: Arc<ServerShared<H>>,
     /// Server shutdown: stops TLS handshakes in progress.
     shutdown: CancellationToken,
-    draining: AtomicBool,
-    connections: Mutex<HashMap<ConnectionId, Weak<ConnShared>>>,
     next_connection: AtomicU64,
     connection_slots: Arc<Semaphore>,
     refuse_slots: Arc<Semaphore>,
@@ -67,35 +57,13 @@ pub(crate) struct ServerShared<H: ServerHost> {
     user_names: UserNames,
 }
 
-impl<H: ServerHost> ServerShared<H> {
-    pub(crate) fn register_connection(&self, id: ConnectionId, conn: &Arc<ConnShared>) {
-        self.connections.lock().insert(id, Arc::downgrade(conn));
-        if self.draining.load(Ordering::Acquire) {
-            conn.with(|s| s.set_draining());
-        }
-    }
-
-    pub(crate) fn unregister_connection(&self, id: ConnectionId) {
-        self.connections.lock().remove(&id);
-    }
-
-    fn each_connection(&self, f: impl Fn(&ConnShared)) {
-        let conns: Vec<_> = self
-            .connections
-            .lock()
-            .values()
-            .filter_map(Weak::upgrade)
-            .collect();
-        for c in conns {
-            f(&c);
-        }
-    }
-}
-
 /// A running server. Created by [`Server::start`]; stopped by [`Server::close`] (or, less
 /// gracefully, by dropping it). A server cannot be restarted: start a new one.
 pub struct Server<H: ServerHost> {
     shared: Arc<ServerShared<H>>,
+    accepting: Arc<Accepting<H>>,
+    /// Session watchers and other background work.
+    tasks: TaskTracker,
     addrs: Vec<ListenAddr>,
     unix_files: Vec<UnixSocketFile>,
     stop_accepting: CancellationToken,
@@ -188,32 +156,36 @@ impl<H: ServerHost> Server<H> {
             tasks.clone(),
             shutdown.clone(),
         ));
+        let connection_slots = Arc::new(Semaphore::new(config.max_connections));
         let shared = Arc::new(ServerShared {
             host,
             router,
+            config,
             limits,
+            registry: Registry::default(),
             conn_tasks: TaskTracker::new(),
             requests: TaskTracker::new(),
-            tasks,
             hard_stop: CancellationToken::new(),
+        });
+        let accepting = Arc::new(Accepting {
+            server: Arc::clone(&shared),
             shutdown,
-            draining: AtomicBool::new(false),
-            connections: Mutex::new(HashMap::new()),
             next_connection: AtomicU64::new(1),
-            connection_slots: Arc::new(Semaphore::new(config.max_connections)),
+            connection_slots,
             refuse_slots: Arc::new(Semaphore::new(MAX_REFUSING)),
             linger_slots: Arc::new(Semaphore::new(MAX_LINGERING)),
             user_names: UserNames::system(),
-            config,
         });
         let stop_accepting = CancellationToken::new();
         for b in bound {
-            let shared2 = Arc::clone(&shared);
+            let accepting2 = Arc::clone(&accepting);
             let stop = stop_accepting.clone();
-            spawn(&shared.conn_tasks, accept_loop(shared2, b, stop));
+            spawn(&shared.conn_tasks, accept_loop(accepting2, b, stop));
         }
         Ok(Self {
             shared,
+            accepting,
+            tasks,
             addrs,
             unix_files,
             stop_accepting,
@@ -233,7 +205,7 @@ impl<H: ServerHost> Server<H> {
 
     /// Open connections.
     pub fn connection_count(&self) -> usize {
-        self.shared.connections.lock().len()
+        self.shared.registry.len()
     }
 
     /// Sessions the server hosts now (open or opening): each holds its host handle until it
@@ -249,7 +221,7 @@ impl<H: ServerHost> Server<H> {
     pub fn close_connections(&self, matches: impl Fn(&PeerIdentity) -> bool) -> usize {
         let conns = self.shared.router.connections_where(matches);
         for c in &conns {
-            c.with(conn::state::ConnState::finish);
+            c.with(ConnState::finish);
         }
         conns.len()
     }
@@ -275,9 +247,8 @@ impl<H: ServerHost> Server<H> {
         for f in &self.unix_files {
             f.remove_socket();
         }
-        s.draining.store(true, Ordering::Release);
         s.router.set_closing();
-        s.each_connection(|c| c.with(|st| st.set_draining()));
+        s.registry.drain();
 
         s.requests.close();
         if tokio::time::timeout(s.config.drain_timeout, s.requests.wait())
@@ -289,14 +260,14 @@ impl<H: ServerHost> Server<H> {
             s.requests.wait().await;
         }
 
-        s.each_connection(|c| c.with(|st| st.finish()));
-        s.shutdown.cancel();
+        s.registry.each(|c| c.with(ConnState::finish));
+        self.accepting.shutdown.cancel();
         s.conn_tasks.close();
         s.conn_tasks.wait().await;
 
         let result = s.router.close().await;
-        s.tasks.close();
-        s.tasks.wait().await;
+        self.tasks.close();
+        self.tasks.wait().await;
         tracing::info!("server closed");
         result
     }
@@ -310,10 +281,9 @@ impl<H: ServerHost> Drop for Server<H> {
         // Not closed gracefully: stop everything without waiting.
         self.stop_accepting.cancel();
         self.shared.hard_stop.cancel();
-        self.shared.shutdown.cancel();
+        self.accepting.shutdown.cancel();
         self.shared.router.set_closing();
-        self.shared
-            .each_connection(|c| c.with(conn::state::ConnState::abort));
+        self.shared.registry.each(|c| c.with(ConnState::abort));
         for f in &self.unix_files {
             f.remove_socket();
         }
@@ -321,7 +291,7 @@ impl<H: ServerHost> Drop for Server<H> {
 }
 
 async fn accept_loop<H: ServerHost>(
-    shared: Arc<ServerShared<H>>,
+    accepting: Arc<Accepting<H>>,
     bound: Bound,
     stop: CancellationToken,
 ) {
@@ -331,7 +301,7 @@ async fn accept_loop<H: ServerHost>(
             a = accept(&bound) => a,
         };
         match accepted {
-            Ok(a) => admit(&shared, a),
+            Ok(a) => admit(&accepting, a),
             Err(error) => {
                 tracing::warn!(%error, "accept failed");
                 tokio::select! {
@@ -382,36 +352,36 @@ impl Accepted {
     }
 }
 
-fn admit<H: ServerHost>(shared: &Arc<ServerShared<H>>, accepted: Accepted) {
-    let Ok(permit) = Arc::clone(&shared.connection_slots).try_acquire_owned() else {
+fn admit<H: ServerHost>(accepting: &Arc<Accepting<H>>, accepted: Accepted) {
+    let Ok(permit) = Arc::clone(&accepting.connection_slots).try_acquire_owned() else {
         tracing::debug!(
-            limit = shared.config.max_connections,
+            limit = accepting.server.config.max_connections,
             "connection limit reached"
         );
         let error = WireError::from_code(
             ErrorCode::Busy,
             format!(
                 "Server connection limit of {} reached",
-                shared.config.max_connections
+                accepting.server.config.max_connections
             ),
         );
-        refuse_connection(shared, accepted, error);
+        refuse_connection(accepting, accepted, error);
         return;
     };
-    let id = ConnectionId(shared.next_connection.fetch_add(1, Ordering::Relaxed));
-    let shared2 = Arc::clone(shared);
-    spawn(&shared.conn_tasks, async move {
+    let id = ConnectionId(accepting.next_connection.fetch_add(1, Ordering::Relaxed));
+    let accepting2 = Arc::clone(accepting);
+    spawn(&accepting.server.conn_tasks, async move {
         let addr = accepted.addr();
-        let Some(stream) = open(&shared2, accepted).await else {
+        let Some(stream) = open(&accepting2, accepted).await else {
             return;
         };
-        let Some((transport, identity)) = identify(&shared2, &stream, addr).await else {
+        let Some((transport, identity)) = identify(&accepting2, &stream, addr).await else {
             return;
         };
-        if let Err(refusal) = shared2.host.admit(&identity) {
+        if let Err(refusal) = accepting2.server.host.admit(&identity) {
             tracing::debug!(peer = %identity, code = %refusal.to_wire().code, "refused by the host");
             drop(permit);
-            refuse_opened(&shared2, stream, &refusal.to_wire()).await;
+            refuse_opened(&accepting2, stream, &refusal.to_wire()).await;
             return;
         }
         let peer = Arc::new(Peer {
@@ -419,11 +389,11 @@ fn admit<H: ServerHost>(shared: &Arc<ServerShared<H>>, accepted: Accepted) {
             transport,
             identity,
         });
-        let leftover = conn::serve(Arc::clone(&shared2), stream, peer, None).await;
+        let leftover = conn::serve(Arc::clone(&accepting2.server), stream, peer, None).await;
         // The slot is free once the connection is; lingering does not hold it.
         drop(permit);
         if let Some(mut reader) = leftover
-            && let Ok(_slot) = shared2.linger_slots.try_acquire()
+            && let Ok(_slot) = accepting2.linger_slots.try_acquire()
         {
             discard(&mut reader, tokio::time::Instant::now() + LINGER_DEADLINE).await;
         }
@@ -432,12 +402,12 @@ fn admit<H: ServerHost>(shared: &Arc<ServerShared<H>>, accepted: Accepted) {
 
 /// The `hello_error` frame of a refusal, or `None` (logged) if it cannot be encoded.
 fn refusal_frame<H: ServerHost>(
-    shared: &ServerShared<H>,
+    accepting: &Accepting<H>,
     error: WireError,
 ) -> Option<bytes::Bytes> {
     match encode_frame(
         &ServerMessage::HelloError(error),
-        shared.config.max_frame_length,
+        accepting.server.config.max_frame_length,
     ) {
         Ok(frame) => Some(frame),
         Err(error) => {
@@ -452,22 +422,22 @@ fn refusal_frame<H: ServerHost>(
 /// client is already writing. Every listener-level refusal goes through here (or, once the
 /// transport is open and the peer identified, through [`refuse_opened`]).
 fn refuse_connection<H: ServerHost>(
-    shared: &Arc<ServerShared<H>>,
+    accepting: &Arc<Accepting<H>>,
     accepted: Accepted,
     error: WireError,
 ) {
-    let Some(frame) = refusal_frame(shared, error) else {
+    let Some(frame) = refusal_frame(accepting, error) else {
         return;
     };
-    let Ok(slot) = Arc::clone(&shared.refuse_slots).try_acquire_owned() else {
+    let Ok(slot) = Arc::clone(&accepting.refuse_slots).try_acquire_owned() else {
         tracing::debug!(limit = MAX_REFUSING, "too many refusals in progress");
         accepted.try_write(&frame);
         return;
     };
-    let shared2 = Arc::clone(shared);
-    spawn(&shared.conn_tasks, async move {
+    let accepting2 = Arc::clone(accepting);
+    spawn(&accepting.server.conn_tasks, async move {
         let _slot = slot;
-        let Some(mut stream) = open(&shared2, accepted).await else {
+        let Some(mut stream) = open(&accepting2, accepted).await else {
             return;
         };
         let how = refuse(
@@ -484,14 +454,14 @@ fn refuse_connection<H: ServerHost>(
 /// the same frame and lingering close as [`refuse_connection`], in the connection's own
 /// task. Beyond [`MAX_REFUSING`] refusals at once the stream is closed without one.
 async fn refuse_opened<H: ServerHost>(
-    shared: &ServerShared<H>,
+    accepting: &Accepting<H>,
     mut stream: Stream,
     error: &WireError,
 ) {
-    let Some(frame) = refusal_frame(shared, error.clone()) else {
+    let Some(frame) = refusal_frame(accepting, error.clone()) else {
         return;
     };
-    let Ok(_slot) = shared.refuse_slots.try_acquire() else {
+    let Ok(_slot) = accepting.refuse_slots.try_acquire() else {
         tracing::debug!(limit = MAX_REFUSING, "too many refusals in progress");
         return;
     };
@@ -506,8 +476,8 @@ async fn refuse_opened<H: ServerHost>(
 
 /// Finishes transport setup: socket options, and the TLS handshake (bounded by
 /// `handshake_timeout`, cancelled by server shutdown).
-async fn open<H: ServerHost>(shared: &ServerShared<H>, accepted: Accepted) -> Option<Stream> {
-    let keepalive = shared.config.tcp_keepalive;
+async fn open<H: ServerHost>(accepting: &Accepting<H>, accepted: Accepted) -> Option<Stream> {
+    let keepalive = accepting.server.config.tcp_keepalive;
     match accepted {
         Accepted::Unix(s) => Some(Stream::Unix(s)),
         Accepted::Tcp(s, _) => {
@@ -516,11 +486,13 @@ async fn open<H: ServerHost>(shared: &ServerShared<H>, accepted: Accepted) -> Op
         }
         Accepted::Tls(s, addr, acceptor) => {
             configure_accepted(&s, keepalive);
-            let handshake =
-                tokio::time::timeout(shared.config.handshake_timeout, acceptor.accept(s));
+            let handshake = tokio::time::timeout(
+                accepting.server.config.handshake_timeout,
+                acceptor.accept(s),
+            );
             let tls = tokio::select! {
                 r = handshake => r,
-                () = shared.shutdown.cancelled() => return None,
+                () = accepting.shutdown.cancelled() => return None,
             };
             match tls {
                 Ok(Ok(tls)) => Some(Stream::Tls(Box::new(tls))),
@@ -539,7 +511,7 @@ async fn open<H: ServerHost>(shared: &ServerShared<H>, accepted: Accepted) -> Op
 
 /// Establishes the peer's identity from an opened stream; `addr` is what `accept` reported.
 async fn identify<H: ServerHost>(
-    shared: &ServerShared<H>,
+    accepting: &Accepting<H>,
     stream: &Stream,
     addr: Option<SocketAddr>,
 ) -> Option<(Transport, PeerIdentity)> {
@@ -554,7 +526,7 @@ async fn identify<H: ServerHost>(
             };
             let identity = PeerIdentity::Unix {
                 uid: cred.uid(),
-                user_name: shared.user_names.name(cred.uid()).await,
+                user_name: accepting.user_names.name(cred.uid()).await,
                 gid: cred.gid(),
                 pid: cred.pid(),
             };

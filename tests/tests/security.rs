@@ -51,6 +51,33 @@ async fn assert_refused(
     }
 }
 
+/// A certificate from another CA (`rogue`) and an `expired` one are refused, each with its
+/// own alert, whatever the client-auth mode (`auth`, for the messages).
+async fn assert_bad_certificates_refused(
+    s: &TestServer,
+    ca: &TestCa,
+    rogue: &Identity,
+    expired: &Identity,
+    auth: &str,
+) {
+    assert_refused(
+        s,
+        ca,
+        Some(rogue),
+        AlertDescription::UnknownCA,
+        &format!("certificate from another CA ({auth})"),
+    )
+    .await;
+    assert_refused(
+        s,
+        ca,
+        Some(expired),
+        AlertDescription::CertificateExpired,
+        &format!("expired certificate ({auth})"),
+    )
+    .await;
+}
+
 async fn mtls_server(auth: ClientAuth, ca: &TestCa, host: TestHost) -> TestServer {
     TestServer::tls(host, config(), &ca.server(), Some((ca, auth))).await
 }
@@ -71,22 +98,7 @@ async fn mutual_tls_refuses_missing_foreign_and_expired_certificates_before_any_
         "no client certificate",
     )
     .await;
-    assert_refused(
-        &s,
-        &ca,
-        Some(&rogue),
-        AlertDescription::UnknownCA,
-        "certificate from another CA",
-    )
-    .await;
-    assert_refused(
-        &s,
-        &ca,
-        Some(&expired),
-        AlertDescription::CertificateExpired,
-        "expired certificate",
-    )
-    .await;
+    assert_bad_certificates_refused(&s, &ca, &rogue, &expired, "required auth").await;
     assert_eq!(
         s.host.count("connect_services"),
         0,
@@ -102,22 +114,7 @@ async fn mutual_tls_refuses_missing_foreign_and_expired_certificates_before_any_
 
     // Optional client auth admits anonymous clients, but never a bad certificate.
     let s = mtls_server(ClientAuth::Optional, &ca, TestHost::new(&[])).await;
-    assert_refused(
-        &s,
-        &ca,
-        Some(&expired),
-        AlertDescription::CertificateExpired,
-        "expired certificate (optional auth)",
-    )
-    .await;
-    assert_refused(
-        &s,
-        &ca,
-        Some(&rogue),
-        AlertDescription::UnknownCA,
-        "foreign certificate (optional auth)",
-    )
-    .await;
+    assert_bad_certificates_refused(&s, &ca, &rogue, &expired, "optional auth").await;
     assert_eq!(s.host.count("connect_services"), 0);
 }
 

@@ -228,10 +228,6 @@ mod tests {
         ] {
             assert_eq!(RemoteServiceErrorCode::parse(code.as_str()), Some(code));
         }
-        assert_eq!(
-            RemoteServiceErrorCode::parse(crate::ErrorCode::Cancelled.as_str()),
-            None
-        );
     }
 
     #[test]

@@ -216,20 +216,6 @@ impl SubscriptionSnapshot {
         Self::from_raw(parse_subscription(&Decoded, value)?)
     }
 
-    /// Parses a wire subscription snapshot (upstream `parseWireServiceSubscriptionSnapshot`,
-    /// then decoding each state with a fresh delta codec): what a client does with the
-    /// `subscribe` result. Use [`StateDecoder::decode_snapshot`] instead to keep the codecs
-    /// for the updates that follow.
-    ///
-    /// [`StateDecoder::decode_snapshot`]: crate::chord::StateDecoder::decode_snapshot
-    ///
-    /// # Errors
-    /// As [`SubscriptionSnapshot::parse`] with the wire grammar, plus
-    /// `Duplicate service state …` and decode errors.
-    pub fn parse_wire(value: &Value) -> Result<Self, ChordError> {
-        crate::chord::state_codec::StateDecoder::new().decode_snapshot(value)
-    }
-
     pub(crate) fn from_raw(raw: RawSubscription<Op>) -> Result<Self, ChordError> {
         Ok(Self {
             service_id: raw.service_id,

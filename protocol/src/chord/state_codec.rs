@@ -15,6 +15,9 @@
 //! | `spawned` | codecs added for the new instance; a repeat → `Duplicate service state …` |
 //! | `closed` | that address's codecs removed |
 //! | `reset` | reset, then codecs for every state member of the new snapshot |
+//!
+//! [`SubscriptionSnapshot::parse_wire`] lives here too, above the snapshot types: it is a
+//! fresh decoder's snapshot.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,7 +33,7 @@ use crate::chord::snapshot::{InstanceSnapshot, SubscriptionSnapshot};
 use crate::chord::update::{ProviderUpdate, state_update_value};
 use crate::chord::update_cbor::parse_state_update;
 use crate::chord::wire_op::WireOp;
-use crate::inbound::VALIDATED;
+use crate::limits::VALIDATED;
 use crate::value::Value;
 
 /// Codecs keyed by instance address (absent for a singleton), then member name.
@@ -344,6 +347,20 @@ impl StateDecoder {
         }
         let value = crate::cbor::decode_value(bytes, &VALIDATED)?;
         self.decode_update(&value)
+    }
+}
+
+impl SubscriptionSnapshot {
+    /// Parses a wire subscription snapshot (upstream `parseWireServiceSubscriptionSnapshot`,
+    /// then decoding each state with a fresh delta codec): what a client does with the
+    /// `subscribe` result. Use [`StateDecoder::decode_snapshot`] instead to keep the codecs
+    /// for the updates that follow.
+    ///
+    /// # Errors
+    /// As [`SubscriptionSnapshot::parse`] with the wire grammar, plus
+    /// `Duplicate service state …` and decode errors.
+    pub fn parse_wire(value: &Value) -> Result<Self, ChordError> {
+        StateDecoder::new().decode_snapshot(value)
     }
 }
 

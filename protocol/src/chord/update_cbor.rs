@@ -12,7 +12,7 @@
 use crate::cbor::Reader;
 use crate::chord::path::parse_path;
 use crate::chord::wire_op::{Ref, WireOp};
-use crate::inbound::VALIDATED;
+use crate::limits::VALIDATED;
 use crate::value::Value;
 
 /// A `state` update of the singleton, its ops not yet resolved against the dictionary.

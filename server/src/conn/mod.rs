@@ -8,19 +8,21 @@
 //!   (what arrived with the hello is queued in order), so a peer cannot queue unbounded
 //!   input behind a slow host.
 //! * The writer takes frames from the state in order and writes them; it is woken by a
-//!   [`Notify`]. When the state is closing it flushes what is queued (bounded by the
-//!   graceful-close timeout) and shuts the stream down.
+//!   [`Notify`](tokio::sync::Notify). When the state is closing it flushes what is queued
+//!   (bounded by the graceful-close timeout) and shuts the stream down.
 //! * Each request's host call is polled once in the reader; one that is not done then runs
 //!   in its own tracked task. Results go back into the state. After each read batch the
 //!   reader writes what is queued itself if the writer is idle (Unix and TCP), otherwise it
 //!   wakes the writer once for the batch, not once per response.
 //!
 //! No lock is held across an `.await`: every state access is one synchronous
-//! [`ConnShared::with`].
+//! [`ConnShared::with`]. The handle ([`shared`]) and the state below it know nothing of this
+//! task; the router, the publishers and the server's [`Registry`] use the handle alone.
 
 pub(crate) mod limits;
 mod outbound;
 mod read;
+pub(crate) mod shared;
 pub(crate) mod state;
 pub(crate) mod subscriptions;
 
@@ -32,20 +34,42 @@ use baton_protocol::{Target, WireError};
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use crate::config::ServerConfig;
 use crate::context::{Context, Peer};
 use crate::error::ServiceError;
 use crate::host::{ServerHost, ServiceScope};
 use crate::listen::{Stream, StreamReader, StreamWriter};
 use crate::panics::guarded;
+use crate::presentation::Presentation;
 use crate::publish::Publisher;
-use crate::server::ServerShared;
+use crate::registry::Registry;
+use crate::router::Router;
 use crate::tasks::{run_or_spawn, spawn};
 
+use self::limits::ConnLimits;
+use self::shared::ConnShared;
 use self::state::{ConnState, Dispatch, Step};
+
+/// What every connection of one server shares: the host, the router, the limits, the
+/// registry each connection enters while it runs, and the task trackers.
+pub(crate) struct ServerShared<H: ServerHost> {
+    pub(crate) host: Arc<H>,
+    pub(crate) router: Arc<Router<H>>,
+    pub(crate) config: ServerConfig,
+    pub(crate) limits: ConnLimits,
+    pub(crate) registry: Registry,
+    /// Accept loops, connections, writers, attach tasks.
+    pub(crate) conn_tasks: TaskTracker,
+    /// Request tasks (graceful close waits for these).
+    pub(crate) requests: TaskTracker,
+    /// Drops in-flight request futures (drain deadline passed).
+    pub(crate) hard_stop: CancellationToken,
+}
 
 /// Frames are gathered into writes of about this size.
 const WRITE_BATCH: usize = 64 * 1024;
@@ -60,55 +84,6 @@ fn trim_write_buffer(buf: &mut BytesMut) {
         *buf = BytesMut::new();
     }
 }
-
-/// The state of one connection, shared by its reader, writer, request tasks and publishers.
-#[derive(Debug)]
-pub(crate) struct ConnShared {
-    state: Mutex<ConnState>,
-    wake: Notify,
-    closing: CancellationToken,
-    /// While set, [`Self::with`] leaves the state's wake flag for [`WakeHold`] to act on, so
-    /// the reader wakes the writer once per read batch instead of once per response. Only
-    /// read or written with `state` locked, which orders it with the flag.
-    holding: AtomicBool,
-}
-
-impl ConnShared {
-    pub(crate) fn new(state: ConnState) -> Self {
-        Self {
-            state: Mutex::new(state),
-            wake: Notify::new(),
-            closing: CancellationToken::new(),
-            holding: AtomicBool::new(false),
-        }
-    }
-
-    /// Runs `f` on the state, then wakes the writer and the reader as needed.
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut ConnState) -> R) -> R {
-        let mut state = self.state.lock();
-        let r = f(&mut state);
-        let wake = !self.holding.load(Ordering::Relaxed) && state.take_wake();
-        let closing = state.closing().is_some();
-        drop(state);
-        if wake {
-            self.wake.notify_one();
-        }
-        if closing {
-            self.closing.cancel();
-        }
-        r
-    }
-
-    /// Holds writer wake-ups until the guard drops (one wake for a whole read batch).
-    fn hold_wakes(&self) -> WakeHold<'_> {
-        let _state = self.state.lock();
-        self.holding.store(true, Ordering::Relaxed);
-        WakeHold(self)
-    }
-}
-
-/// See [`ConnShared::hold_wakes`].
-struct WakeHold<'a>(&'a ConnShared);
 
 /// The write half while the writer task waits for work, so the reader can write what a read
 /// batch produced itself (no wake-up, no task switch: most answers to small requests go out
@@ -174,13 +149,6 @@ fn write_inline(shared: &ConnShared, parked: &Mutex<ParkedWriter>) {
     shared.wake.notify_one();
 }
 
-impl Drop for WakeHold<'_> {
-    fn drop(&mut self) {
-        let shared = self.0;
-        shared.with(|_| shared.holding.store(false, Ordering::Relaxed));
-    }
-}
-
 /// Serves one accepted, authenticated stream until it closes.
 ///
 /// Returns the read half when the server closed the connection (a `hello_error`, a drain)
@@ -217,7 +185,7 @@ async fn run<H: ServerHost>(
         server.config.server_id.clone(),
         server.limits,
     )));
-    server.register_connection(conn_id, &shared);
+    server.registry.register(conn_id, &shared);
     let (mut reader, writer) = stream.into_split();
 
     let kill = CancellationToken::new();
@@ -359,7 +327,7 @@ async fn run<H: ServerHost>(
             tracing::warn!(error = ?e, "releasing server services failed");
         }
     }
-    server.unregister_connection(conn_id);
+    server.registry.unregister(conn_id);
     tracing::debug!("connection closed");
     reader.filter(|_| shut_down.load(Ordering::Acquire))
 }
@@ -375,7 +343,7 @@ async fn sleep_until(deadline: Option<std::time::Instant>) {
 /// while the host works.
 fn start_attach<H: ServerHost>(
     server: &Arc<ServerShared<H>>,
-    presentation: &crate::router::Presentation,
+    presentation: &Presentation,
     peer: &Arc<Peer>,
     conn_cancel: &CancellationToken,
 ) -> oneshot::Receiver<Result<H::Services, ServiceError>> {

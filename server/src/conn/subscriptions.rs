@@ -261,6 +261,21 @@ impl Subscriptions {
         }
     }
 
+    /// The encoder, queue slot and keyed view of the subscription `sid`, if it is open.
+    fn open_mut(
+        &mut self,
+        sid: &Id,
+    ) -> Option<(&mut SubscriptionEncoder, SubSlot, &mut Option<KeyedView>)> {
+        match self.by_id.get_mut(sid) {
+            Some(Subscription::Open {
+                encoder,
+                slot,
+                view,
+            }) => Some((encoder, *slot, view)),
+            _ => None,
+        }
+    }
+
     /// Encodes and queues `updates` for the open subscription `sid`. With `snapshot`, a full
     /// subscriber queue (length or pending bytes) turns into a resync that replaces the
     /// backlog and covers the rest of `updates`; without (replaying what was held during the
@@ -273,15 +288,9 @@ impl Subscriptions {
         updates: &[SharedUpdate],
         snapshot: Option<impl FnOnce() -> SubscriptionSnapshot>,
     ) -> Result<Published, Fatal> {
-        let Some(Subscription::Open {
-            encoder,
-            slot,
-            view,
-        }) = self.by_id.get_mut(sid)
-        else {
+        let Some((encoder, slot, view)) = self.open_mut(sid) else {
             return Ok(Published::Dropped);
         };
-        let slot = *slot;
         let limits = *sink.limits;
         let out = &mut *sink.out;
         let mut full = false;
@@ -343,15 +352,9 @@ impl Subscriptions {
         sid: &Id,
         snapshot: &SubscriptionSnapshot,
     ) -> Result<Published, Fatal> {
-        let Some(Subscription::Open {
-            encoder,
-            slot,
-            view,
-        }) = self.by_id.get_mut(sid)
-        else {
+        let Some((encoder, slot, view)) = self.open_mut(sid) else {
             return Ok(Published::Dropped);
         };
-        let slot = *slot;
         let taken = sink.out.subscription_taken(slot);
         let no_instances = BTreeSet::new();
         let held = match view.as_mut() {

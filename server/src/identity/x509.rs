@@ -18,7 +18,7 @@ use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::FromDer;
 use x509_parser::x509::{AttributeTypeAndValue, X509Name};
 
-use super::SubjectAltName;
+use super::subject_alt_name::SubjectAltName;
 
 /// The names a certificate carries.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

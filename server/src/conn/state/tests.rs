@@ -37,9 +37,18 @@ fn ready(limits: ConnLimits) -> ConnState {
     s
 }
 
+/// Takes every frame queued.
 fn drain(s: &mut ConnState) -> Vec<ServerMessage> {
+    drain_some(s, usize::MAX)
+}
+
+/// Takes at most `chunks` writes' worth of frames.
+fn drain_some(s: &mut ConnState, chunks: usize) -> Vec<ServerMessage> {
     let mut out = Vec::new();
-    while let Some(chunk) = s.poll_transmit() {
+    for _ in 0..chunks {
+        let Some(chunk) = s.poll_transmit() else {
+            break;
+        };
         s.transmitted(chunk.len());
         // A chunk is one frame or a run of update frames.
         let mut rest = &chunk[..];
@@ -53,11 +62,24 @@ fn drain(s: &mut ConnState) -> Vec<ServerMessage> {
 }
 
 fn call(service: &str, member: &str, args: Vec<Value>) -> Value {
-    let mut m = Map::new();
-    m.insert("serviceId", Value::from(service));
-    m.insert("member", Value::from(member));
-    m.insert("args", Value::Array(args));
-    Value::Map(m)
+    ServiceCall::new(service, member, args).into_value()
+}
+
+/// The `$chord.service` subscribe call for `sid` to the service `svc` in `mode`.
+fn subscribe_call(sid: &str, mode: &str) -> Value {
+    call(
+        "$chord.service",
+        "subscribe",
+        vec![Value::from(sid), Value::from("svc"), Value::from(mode)],
+    )
+}
+
+/// Feeds the request `id` and returns its dispatch (the call reaches the host).
+fn dispatch(s: &mut ConnState, id: &str, call: Value) -> Dispatch {
+    match s.handle_message(request(id, call)) {
+        Step::Dispatch(d) => *d,
+        _ => panic!("{id}: dispatch expected"),
+    }
 }
 
 fn request(id: &str, call: Value) -> ClientMessage {
@@ -78,22 +100,21 @@ fn error_of(m: &ServerMessage) -> (ErrorCode, &str) {
     }
 }
 
-fn snapshot(sequence: u64, value: i32) -> SubscriptionSnapshot {
+/// An instance (at `address`, or the singleton) whose one `state` member is
+/// `{"value": value}` at `sequence`.
+fn instance(address: Option<InstanceAddress>, sequence: u64, value: i32) -> InstanceSnapshot {
     let mut m = Map::new();
     m.insert("value", Value::from(value));
-    SubscriptionSnapshot::new(
-        "svc",
-        ServiceMode::Singleton,
-        vec![InstanceSnapshot::new(
-            None,
-            vec![MemberSnapshot::state("state", sequence, Value::Map(m))],
-        )],
+    InstanceSnapshot::new(
+        address,
+        vec![MemberSnapshot::state("state", sequence, Value::Map(m))],
     )
 }
 
-fn set(sequence: u64, value: i32) -> SharedUpdate {
+/// The `state` update of the instance at `address` to `{"value": value}` at `sequence`.
+fn state_update(address: Option<InstanceAddress>, sequence: u64, value: i32) -> SharedUpdate {
     SharedUpdate::new(ProviderUpdate::State {
-        instance: None,
+        instance: address,
         member: "state".into(),
         sequence,
         ops: vec![Op::Set {
@@ -102,6 +123,18 @@ fn set(sequence: u64, value: i32) -> SharedUpdate {
             value: Value::from(value),
         }],
     })
+}
+
+fn snapshot(sequence: u64, value: i32) -> SubscriptionSnapshot {
+    SubscriptionSnapshot::new(
+        "svc",
+        ServiceMode::Singleton,
+        vec![instance(None, sequence, value)],
+    )
+}
+
+fn set(sequence: u64, value: i32) -> SharedUpdate {
+    state_update(None, sequence, value)
 }
 
 #[test]
@@ -163,18 +196,7 @@ fn draining_refuses_after_the_wrong_server_check() {
 #[test]
 fn updates_published_during_subscribe_follow_its_response_minus_covered_ones() {
     let mut s = ready(limits());
-    let sub = call(
-        "$chord.service",
-        "subscribe",
-        vec![
-            Value::from("sub"),
-            Value::from("svc"),
-            Value::from("singleton"),
-        ],
-    );
-    let Step::Dispatch(d) = s.handle_message(request("r", sub)) else {
-        panic!("dispatch expected");
-    };
+    let d = dispatch(&mut s, "r", subscribe_call("sub", "singleton"));
     assert_eq!(
         s.publish("sub", &set(1, 1), || snapshot(1, 1)),
         Published::Queued
@@ -202,18 +224,7 @@ fn updates_published_during_subscribe_follow_its_response_minus_covered_ones() {
 #[test]
 fn a_full_singleton_queue_collapses_into_one_replaced_carrying_the_current_instance() {
     let mut s = ready(limits());
-    let sub = call(
-        "$chord.service",
-        "subscribe",
-        vec![
-            Value::from("sub"),
-            Value::from("svc"),
-            Value::from("singleton"),
-        ],
-    );
-    let Step::Dispatch(d) = s.handle_message(request("r", sub)) else {
-        panic!("dispatch expected");
-    };
+    let d = dispatch(&mut s, "r", subscribe_call("sub", "singleton"));
     s.finish_request(&d.id, Ok(Some(snapshot(0, 0).to_value())));
     assert_eq!(drain(&mut s).len(), 1);
     for i in 1..=3 {
@@ -245,24 +256,26 @@ fn a_full_singleton_queue_collapses_into_one_replaced_carrying_the_current_insta
     );
 }
 
+/// Subscribes `sid` in `mode`, answering with `snapshot`; returns the response, the only
+/// frame the subscribe produces.
+fn subscribe(
+    s: &mut ConnState,
+    sid: &str,
+    mode: &str,
+    snapshot: &SubscriptionSnapshot,
+) -> ServerMessage {
+    let d = dispatch(s, &format!("r-{sid}"), subscribe_call(sid, mode));
+    s.finish_request(&d.id, Ok(Some(snapshot.to_value())));
+    let mut out = drain(s);
+    assert_eq!(out.len(), 1, "{sid}: the response alone: {out:?}");
+    out.remove(0)
+}
+
 fn subscribed(limits: ConnLimits, sids: &[&str]) -> ConnState {
     let mut s = ready(limits);
     for sid in sids {
-        let sub = call(
-            "$chord.service",
-            "subscribe",
-            vec![
-                Value::from(*sid),
-                Value::from("svc"),
-                Value::from("singleton"),
-            ],
-        );
-        let Step::Dispatch(d) = s.handle_message(request(&format!("r-{sid}"), sub)) else {
-            panic!("dispatch expected");
-        };
-        s.finish_request(&d.id, Ok(Some(snapshot(0, 0).to_value())));
+        subscribe(&mut s, sid, "singleton", &snapshot(0, 0));
     }
-    assert_eq!(drain(&mut s).len(), sids.len());
     s
 }
 
@@ -346,18 +359,7 @@ fn a_batch_that_overflows_the_queue_ends_in_one_resync_covering_the_rest() {
 #[test]
 fn a_batch_published_during_subscribe_is_held_and_a_full_hold_becomes_one_resync() {
     let mut s = ready(limits());
-    let sub = call(
-        "$chord.service",
-        "subscribe",
-        vec![
-            Value::from("a"),
-            Value::from("svc"),
-            Value::from("singleton"),
-        ],
-    );
-    let Step::Dispatch(d) = s.handle_message(request("r", sub)) else {
-        panic!("dispatch expected");
-    };
+    let d = dispatch(&mut s, "r", subscribe_call("a", "singleton"));
     let batch: Vec<_> = (1..=4).map(|i| set(i, i as i32)).collect();
     assert_eq!(
         s.publish_many("a", &batch, || snapshot(4, 4)),
@@ -382,9 +384,7 @@ fn unsubscribing_drops_queued_updates_and_a_new_subscription_starts_clean() {
         Published::Queued
     );
     let unsub = call("$chord.service", "unsubscribe", vec![Value::from("a")]);
-    let Step::Dispatch(d) = s.handle_message(request("u", unsub)) else {
-        panic!("dispatch expected");
-    };
+    let d = dispatch(&mut s, "u", unsub);
     s.finish_request(&d.id, Ok(None));
     assert_eq!(
         s.publish("a", &set(3, 3), || snapshot(3, 3)),
@@ -393,18 +393,7 @@ fn unsubscribing_drops_queued_updates_and_a_new_subscription_starts_clean() {
     let out = drain(&mut s);
     assert_eq!(out.len(), 1, "only the unsubscribe response: {out:?}");
     let mut s2 = s;
-    let sub = call(
-        "$chord.service",
-        "subscribe",
-        vec![
-            Value::from("b"),
-            Value::from("svc"),
-            Value::from("singleton"),
-        ],
-    );
-    let Step::Dispatch(d) = s2.handle_message(request("r2", sub)) else {
-        panic!("dispatch expected");
-    };
+    let d = dispatch(&mut s2, "r2", subscribe_call("b", "singleton"));
     s2.finish_request(&d.id, Ok(Some(snapshot(0, 0).to_value())));
     for i in 1..=3 {
         assert_eq!(
@@ -418,9 +407,7 @@ fn unsubscribing_drops_queued_updates_and_a_new_subscription_starts_clean() {
 #[test]
 fn fatal_error_is_queued_behind_pending_output_and_is_last() {
     let mut s = ready(limits());
-    let Step::Dispatch(d) = s.handle_message(request("r", call("t", "echo", vec![]))) else {
-        panic!("dispatch expected");
-    };
+    let d = dispatch(&mut s, "r", call("t", "echo", vec![]));
     s.finish_request(&d.id, Ok(None));
     s.handle_message(ClientMessage::hello());
     assert_eq!(s.closing(), Some(Closing::Flush));
@@ -443,11 +430,7 @@ fn exceeding_the_pending_byte_limit_aborts() {
     l.max_pending_bytes = 200;
     let mut s = ready(l);
     for i in 0..2 {
-        let Step::Dispatch(d) =
-            s.handle_message(request(&format!("r{i}"), call("t", "echo", vec![])))
-        else {
-            panic!("dispatch expected");
-        };
+        let d = dispatch(&mut s, &format!("r{i}"), call("t", "echo", vec![]));
         s.finish_request(&d.id, Ok(Some(Value::from("x".repeat(120)))));
     }
     assert_eq!(s.closing(), Some(Closing::Abort));
@@ -464,12 +447,7 @@ struct Keyed {
 }
 
 fn keyed_instance(key: &str, generation: u64, sequence: u64, value: i32) -> InstanceSnapshot {
-    let mut m = Map::new();
-    m.insert("value", Value::from(value));
-    InstanceSnapshot::new(
-        Some(InstanceAddress::new(key, generation)),
-        vec![MemberSnapshot::state("state", sequence, Value::Map(m))],
-    )
+    instance(Some(InstanceAddress::new(key, generation)), sequence, value)
 }
 
 impl Keyed {
@@ -507,16 +485,11 @@ impl Keyed {
         let (generation, sequence, value) = self.live.get_mut(key)?;
         *sequence += 1;
         *value += 1;
-        Some(SharedUpdate::new(ProviderUpdate::State {
-            instance: Some(InstanceAddress::new(key, *generation)),
-            member: "state".into(),
-            sequence: *sequence,
-            ops: vec![Op::Set {
-                path: baton_protocol::chord::parse_path(&Value::Array(vec![Value::from("value")]))
-                    .unwrap(),
-                value: Value::from(*value),
-            }],
-        }))
+        Some(state_update(
+            Some(InstanceAddress::new(key, *generation)),
+            *sequence,
+            *value,
+        ))
     }
 }
 
@@ -566,31 +539,16 @@ impl Client {
         types
     }
 
-    /// Each instance with its value and sequence.
-    fn view(&self) -> Vec<(Option<InstanceAddress>, Option<Value>, Option<u64>)> {
-        let mut v: Vec<_> = self
-            .replica
-            .instances()
-            .iter()
-            .map(|i| {
-                (
-                    i.address().cloned(),
-                    i.value("state").cloned(),
-                    i.sequence("state"),
-                )
-            })
-            .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v
+    fn view(&self) -> View {
+        view(&self.replica)
     }
 }
 
-fn expected_view(
-    snapshot: &SubscriptionSnapshot,
-) -> Vec<(Option<InstanceAddress>, Option<Value>, Option<u64>)> {
-    let mut replica = baton_protocol::chord::Replica::new("svc", snapshot.mode);
-    replica.apply_snapshot(snapshot.clone()).unwrap();
-    let mut v: Vec<_> = replica
+/// Each instance of a replica with its value and sequence, by address.
+type View = Vec<(Option<InstanceAddress>, Option<Value>, Option<u64>)>;
+
+fn view(replica: &baton_protocol::chord::Replica) -> View {
+    let mut v: View = replica
         .instances()
         .iter()
         .map(|i| {
@@ -605,37 +563,15 @@ fn expected_view(
     v
 }
 
-fn subscribe_keyed(s: &mut ConnState, sid: &str, snapshot: &SubscriptionSnapshot) -> Client {
-    let sub = call(
-        "$chord.service",
-        "subscribe",
-        vec![Value::from(sid), Value::from("svc"), Value::from("keyed")],
-    );
-    let Step::Dispatch(d) = s.handle_message(request(&format!("r-{sid}"), sub)) else {
-        panic!("dispatch expected");
-    };
-    s.finish_request(&d.id, Ok(Some(snapshot.to_value())));
-    let out = drain(s);
-    assert_eq!(out.len(), 1);
-    Client::new(&out[0], ServiceMode::Keyed)
+/// The view of a client that applied `snapshot` and nothing else.
+fn expected_view(snapshot: &SubscriptionSnapshot) -> View {
+    let mut replica = baton_protocol::chord::Replica::new("svc", snapshot.mode);
+    replica.apply_snapshot(snapshot.clone()).unwrap();
+    view(&replica)
 }
 
-/// Takes at most `chunks` writes' worth of frames.
-fn drain_some(s: &mut ConnState, chunks: usize) -> Vec<ServerMessage> {
-    let mut out = Vec::new();
-    for _ in 0..chunks {
-        let Some(chunk) = s.poll_transmit() else {
-            break;
-        };
-        s.transmitted(chunk.len());
-        let mut rest = &chunk[..];
-        while !rest.is_empty() {
-            let len = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
-            out.push(decode_payload::<ServerMessage>(&rest[4..4 + len], u32::MAX).unwrap());
-            rest = &rest[4 + len..];
-        }
-    }
-    out
+fn subscribe_keyed(s: &mut ConnState, sid: &str, snapshot: &SubscriptionSnapshot) -> Client {
+    Client::new(&subscribe(s, sid, "keyed", snapshot), ServiceMode::Keyed)
 }
 
 #[test]
@@ -676,14 +612,7 @@ fn a_keyed_resync_during_subscribe_closes_the_response_instances() {
     let mut p = Keyed::default();
     p.spawn("a");
     let response = p.snapshot();
-    let sub = call(
-        "$chord.service",
-        "subscribe",
-        vec![Value::from("k"), Value::from("svc"), Value::from("keyed")],
-    );
-    let Step::Dispatch(d) = s.handle_message(request("r", sub)) else {
-        panic!("dispatch expected");
-    };
+    let d = dispatch(&mut s, "r", subscribe_call("k", "keyed"));
     let batch: Vec<_> = [p.close("a"), p.spawn("a"), p.spawn("b"), p.bump("b")]
         .into_iter()
         .map(Option::unwrap)
