@@ -15,6 +15,7 @@ mod config;
 mod discover;
 mod ending;
 mod failure;
+mod item;
 mod line_view;
 mod live;
 mod resolve;
