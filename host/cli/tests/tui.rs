@@ -141,7 +141,11 @@ async fn ctrl_c_aborts_a_running_turn_and_pressed_twice_while_idle_exits_at_once
 
     pane.type_text("draft");
     pane.keys(&["C-c"]);
-    let screen = pane.wait_for("Ctrl-C again to exit").await;
+    // Not the notice of the Ctrl-C during the turn ("aborting the turn; Ctrl-C again to
+    // exit"), which is on screen already: the idle one.
+    let screen = pane
+        .wait_for("Ctrl-C again to exit (Ctrl-D detaches)")
+        .await;
     assert!(
         !screen.contains("› draft"),
         "the first Ctrl-C clears the input: {screen}"
