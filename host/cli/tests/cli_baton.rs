@@ -41,8 +41,7 @@ fn isolated(config_home: &Path) -> Command {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_addressed_by_id_unique_prefix_or_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let host = HostProcess::in_dir(dir.path()).await;
+    let (_dir, host) = HostProcess::in_temp_dir().await;
     let url = host.url.clone();
     let alpha = create(&url, "alpha").await;
     let twin1 = create(&url, "twin").await;
@@ -92,8 +91,7 @@ async fn sessions_are_addressed_by_id_unique_prefix_or_name() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sessions_table_has_a_header_short_ids_and_fits_100_columns() {
-    let dir = tempfile::tempdir().unwrap();
-    let host = HostProcess::in_dir(dir.path()).await;
+    let (_dir, host) = HostProcess::in_temp_dir().await;
     let url = host.url.clone();
     let long_name =
         "a-session-name-long-enough-to-push-every-other-column-off-the-edge-of-a-terminal";
@@ -140,8 +138,7 @@ fn table_rows(out: &str) -> Vec<Vec<&str>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_created_session_not_yet_opened_is_listed_as_stored_and_json_keeps_the_wire_phase() {
-    let dir = tempfile::tempdir().unwrap();
-    let host = HostProcess::in_dir(dir.path()).await;
+    let (_dir, host) = HostProcess::in_temp_dir().await;
     let url = host.url.clone();
     let id = create(&url, "fresh").await;
 

@@ -141,7 +141,11 @@ async fn ctrl_c_aborts_a_running_turn_and_pressed_twice_while_idle_exits_at_once
 
     pane.type_text("draft");
     pane.keys(&["C-c"]);
-    let screen = pane.wait_for("Ctrl-C again to exit").await;
+    // Not the notice of the Ctrl-C during the turn ("aborting the turn; Ctrl-C again to
+    // exit"), which is on screen already: the idle one.
+    let screen = pane
+        .wait_for("Ctrl-C again to exit (Ctrl-D detaches)")
+        .await;
     assert!(
         !screen.contains("› draft"),
         "the first Ctrl-C clears the input: {screen}"
@@ -189,6 +193,10 @@ async fn a_resized_terminal_is_redrawn_to_its_new_size() {
     let long = "wide ".repeat(30);
     pane.submit(long.trim());
     pane.wait_for("I am the scripted model").await;
+    // The reply is on screen before its turn ends, and Enter while a turn runs steers it:
+    // the next prompt waits for idle. Idle, nothing redraws on its own (no spinner), so
+    // the new size shows only if the resize itself is handled.
+    pane.wait_idle().await;
     tmux.tmux(&["resize-window", "-t", "main", "-x", "60", "-y", "20"]);
     let screen = pane
         .wait("the status line at the new bottom", |s| {
@@ -222,6 +230,8 @@ async fn a_host_restarted_under_a_running_attach_is_reconnected_without_a_keystr
     pane.wait_for("● connected").await;
     pane.submit("before the restart");
     pane.wait_for("You said: before the restart.").await;
+    // The turn ends before the restart, so the prompt after it is not taken for a steer.
+    pane.wait_idle().await;
 
     let Setup { dir, host, id, .. } = s;
     assert!(host.terminate().await.success());

@@ -10,6 +10,8 @@ use std::io::Write;
 
 use baton_protocol::{Map, Value};
 
+use crate::item::{content_text, str_of};
+
 /// One thing that changed, in the order it should be shown.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Piece {
@@ -84,25 +86,6 @@ pub(crate) struct TranscriptProgress {
     skip: HashMap<String, ()>,
 }
 
-fn str_of<'a>(m: &'a Map, k: &str) -> &'a str {
-    m.get(k).and_then(Value::as_str).unwrap_or("")
-}
-
-fn text_of(content: Option<&Value>) -> String {
-    content
-        .and_then(Value::as_array)
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter_map(|b| b.as_map())
-                .filter(|b| str_of(b, "type") == "text")
-                .map(|b| str_of(b, "text"))
-                .collect::<Vec<_>>()
-                .join("")
-        })
-        .unwrap_or_default()
-}
-
 /// The transcript array of a `pi.session` state.
 fn transcript(state: &Value) -> &[Value] {
     state
@@ -144,7 +127,7 @@ impl TranscriptProgress {
             match str_of(m, "role") {
                 "user" => {
                     if fresh {
-                        out.push(Piece::User(text_of(m.get("content"))));
+                        out.push(Piece::User(content_text(m.get("content"))));
                     }
                     p.settled = true;
                 }
@@ -209,7 +192,7 @@ impl TranscriptProgress {
                         p.settled = true;
                         out.push(Piece::ToolResult {
                             name: str_of(m, "toolName").to_owned(),
-                            text: text_of(m.get("content")),
+                            text: content_text(m.get("content")),
                             is_error: m.get("isError").and_then(Value::as_bool).unwrap_or(false),
                         });
                     }

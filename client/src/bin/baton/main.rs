@@ -15,6 +15,7 @@ mod config;
 mod discover;
 mod ending;
 mod failure;
+mod item;
 mod line_view;
 mod live;
 mod resolve;
@@ -38,7 +39,7 @@ use failure::{EXIT_USAGE, Failure};
 use line_view::{Printer, TranscriptProgress};
 use live::{Target, call, field, open_session, print_json, render, session_state, text};
 use resolve::Entry;
-use table::{Column, Keep};
+use table::Column;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Default timeout for calls other than `prompt`.
@@ -228,21 +229,9 @@ async fn resolve_session(client: &Client, s: &Settings, input: &str) -> Result<E
 }
 
 const MODEL_COLUMNS: [Column; 3] = [
-    Column {
-        header: "MODEL",
-        flexible: true,
-        keep: Keep::Start,
-    },
-    Column {
-        header: "DEFAULT",
-        flexible: false,
-        keep: Keep::Start,
-    },
-    Column {
-        header: "NAME",
-        flexible: true,
-        keep: Keep::Start,
-    },
+    Column::flexible("MODEL"),
+    Column::fixed("DEFAULT"),
+    Column::flexible("NAME"),
 ];
 
 fn model_row(v: &Value) -> Vec<String> {

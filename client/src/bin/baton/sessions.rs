@@ -5,43 +5,19 @@
 use baton_protocol::Value;
 
 use crate::live::{field, text};
-use crate::table::{self, Column, Keep};
+use crate::table::{self, Column};
 
 /// Fewest characters of a UUID id the table shows.
 pub(crate) const MIN_UUID_CHARS: usize = 8;
 
 /// The table's columns.
 pub(crate) const COLUMNS: [Column; 6] = [
-    Column {
-        header: "ID",
-        flexible: false,
-        keep: Keep::Start,
-    },
-    Column {
-        header: "NAME",
-        flexible: true,
-        keep: Keep::Start,
-    },
-    Column {
-        header: "PHASE",
-        flexible: false,
-        keep: Keep::Start,
-    },
-    Column {
-        header: "MODEL",
-        flexible: true,
-        keep: Keep::Start,
-    },
-    Column {
-        header: "UPDATED",
-        flexible: true,
-        keep: Keep::Start,
-    },
-    Column {
-        header: "CWD",
-        flexible: true,
-        keep: Keep::End,
-    },
+    Column::fixed("ID"),
+    Column::flexible("NAME"),
+    Column::fixed("PHASE"),
+    Column::flexible("MODEL"),
+    Column::flexible("UPDATED"),
+    Column::path("CWD"),
 ];
 
 /// The table of `rows` (directory entries) within `width` characters per line.

@@ -12,7 +12,7 @@ const GAP: &str = "  ";
 
 /// Which end of a too-long value is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Keep {
+enum Keep {
     /// Keep the start (`long-name…`).
     Start,
     /// Keep the end (`…/deep/dir`), for paths.
@@ -23,11 +23,40 @@ pub(crate) enum Keep {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Column {
     /// The header text.
-    pub(crate) header: &'static str,
+    header: &'static str,
     /// Whether long values may be cut to fit (fixed-width columns are not).
-    pub(crate) flexible: bool,
+    flexible: bool,
     /// What a cut keeps.
-    pub(crate) keep: Keep,
+    keep: Keep,
+}
+
+impl Column {
+    /// A column shown whole (ids, short labels).
+    pub(crate) const fn fixed(header: &'static str) -> Self {
+        Self {
+            header,
+            flexible: false,
+            keep: Keep::Start,
+        }
+    }
+
+    /// A column cut to fit, keeping the start.
+    pub(crate) const fn flexible(header: &'static str) -> Self {
+        Self {
+            header,
+            flexible: true,
+            keep: Keep::Start,
+        }
+    }
+
+    /// A column of paths, cut to fit keeping the end.
+    pub(crate) const fn path(header: &'static str) -> Self {
+        Self {
+            header,
+            flexible: true,
+            keep: Keep::End,
+        }
+    }
 }
 
 /// The width to fit: the terminal's when stdout is one, else [`DEFAULT_WIDTH`].
@@ -44,7 +73,7 @@ fn len(s: &str) -> usize {
 }
 
 /// `s` cut to `width` characters with `…` on the cut side.
-pub(crate) fn truncate(s: &str, width: usize, keep: Keep) -> String {
+fn truncate(s: &str, width: usize, keep: Keep) -> String {
     let n = len(s);
     if n <= width {
         return s.to_owned();
@@ -115,21 +144,9 @@ mod tests {
     use super::*;
 
     const COLUMNS: [Column; 3] = [
-        Column {
-            header: "ID",
-            flexible: false,
-            keep: Keep::Start,
-        },
-        Column {
-            header: "NAME",
-            flexible: true,
-            keep: Keep::Start,
-        },
-        Column {
-            header: "CWD",
-            flexible: true,
-            keep: Keep::End,
-        },
+        Column::fixed("ID"),
+        Column::flexible("NAME"),
+        Column::path("CWD"),
     ];
 
     fn row(a: &str, b: &str, c: &str) -> Vec<String> {

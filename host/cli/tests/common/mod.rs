@@ -143,6 +143,14 @@ impl HostProcess {
         .await
     }
 
+    /// As [`in_dir`](Self::in_dir), in a fresh temporary directory (removed when the
+    /// returned `TempDir` is dropped).
+    pub(crate) async fn in_temp_dir() -> (tempfile::TempDir, Self) {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Self::in_dir(dir.path()).await;
+        (dir, host)
+    }
+
     pub(crate) fn signal(&self, signal: rustix::process::Signal) {
         let pid = self.child.id().and_then(|p| i32::try_from(p).ok()).unwrap();
         rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), signal)

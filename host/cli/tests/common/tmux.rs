@@ -265,8 +265,7 @@ pub(crate) struct Setup {
 impl Setup {
     /// A host listening in `<dir>/sock` with its sessions in `<dir>/sessions`, and a session.
     pub(crate) async fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let host = HostProcess::in_dir(dir.path()).await;
+        let (dir, host) = HostProcess::in_temp_dir().await;
         Self::with_host(dir, host).await
     }
 

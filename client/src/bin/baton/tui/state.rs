@@ -4,6 +4,8 @@
 
 use baton_protocol::{Map, Value};
 
+use crate::item::str_of;
+
 /// A borrowed `pi.session` state.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SessionState<'a> {
@@ -26,10 +28,6 @@ pub(crate) struct Usage {
     pub(crate) context_tokens: u64,
     /// Summed cost of the responses, when the provider reports one.
     pub(crate) cost: f64,
-}
-
-pub(crate) fn str_of<'a>(m: &'a Map, key: &str) -> &'a str {
-    m.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
 impl<'a> SessionState<'a> {

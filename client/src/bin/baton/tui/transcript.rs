@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use unicode_width::UnicodeWidthChar;
 
 use super::markdown;
-use super::state::str_of;
+use crate::item::{content_text, str_of};
 
 /// Lines of a tool result or command output shown before it is cut (Ctrl-O expands).
 pub(crate) const TOOL_PREVIEW_LINES: usize = 8;
@@ -24,21 +24,6 @@ pub(crate) const TOOL_OK: Style = Style::new().fg(Color::Green);
 pub(crate) const ERROR: Style = Style::new().fg(Color::Red);
 pub(crate) const DIM: Style = Style::new().fg(Color::DarkGray);
 pub(crate) const WARN: Style = Style::new().fg(Color::Yellow);
-
-fn text_of(content: Option<&Value>) -> String {
-    content
-        .and_then(Value::as_array)
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter_map(Value::as_map)
-                .filter(|b| str_of(b, "type") == "text")
-                .map(|b| str_of(b, "text"))
-                .collect::<Vec<_>>()
-                .join("")
-        })
-        .unwrap_or_default()
-}
 
 /// `text`'s lines with `prefix`, cut to `limit` lines unless `expanded`.
 fn preview(
@@ -90,7 +75,7 @@ pub(crate) fn item_lines(item: &Value, expanded: bool) -> Vec<Line<'static>> {
     };
     match str_of(m, "role") {
         "user" => {
-            for (i, l) in text_of(m.get("content")).lines().enumerate() {
+            for (i, l) in content_text(m.get("content")).lines().enumerate() {
                 let mark = if i == 0 { "> " } else { "  " };
                 out.push(Line::from(Span::styled(format!("{mark}{l}"), USER)));
             }
@@ -109,7 +94,7 @@ pub(crate) fn item_lines(item: &Value, expanded: bool) -> Vec<Line<'static>> {
                         ("✓", TOOL_OK)
                     };
                     out.push(Line::from(Span::styled(format!("{mark} {name}"), style)));
-                    let body = text_of(m.get("content"));
+                    let body = content_text(m.get("content"));
                     let body_style = if failed { ERROR } else { Style::new() };
                     preview(
                         &mut out,
@@ -171,7 +156,7 @@ pub(crate) fn item_lines(item: &Value, expanded: bool) -> Vec<Line<'static>> {
         "custom" if m.get("display").and_then(Value::as_bool) != Some(false) => {
             let body = match m.get("content") {
                 Some(Value::String(s)) => s.clone(),
-                other => text_of(other),
+                other => content_text(other),
             };
             preview(&mut out, &body, "  ", DIM, TOOL_PREVIEW_LINES, expanded);
         }
