@@ -388,6 +388,19 @@ impl Model {
         let label = request.label();
         let value = match outcome {
             Outcome::Failed(message) => {
+                // A steer the host refused (its turn ended while the text was on its way) is
+                // not lost: like one the client itself refuses while idle, it goes back into
+                // an empty input, ready to send as a prompt.
+                if let Request::Steer { text, .. } = &request
+                    && self.editor.is_empty()
+                {
+                    self.editor.set(text);
+                    self.error(
+                        state,
+                        format!("✗ {label}: {message}; press Enter to send it as a prompt"),
+                    );
+                    return;
+                }
                 self.error(state, format!("✗ {label}: {message}"));
                 return;
             }

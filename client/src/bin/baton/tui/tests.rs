@@ -208,6 +208,46 @@ fn enter_sends_a_prompt_while_idle_and_a_steer_naming_the_turn_while_running() {
 }
 
 #[test]
+fn a_steer_the_host_refuses_goes_back_into_an_empty_input_and_never_over_new_text() {
+    let now = t0();
+    let mut m = model(now);
+    let running = state(RUNNING);
+    let s = SessionState::new(&running);
+    typed(&mut m, &running, "one more thing", now);
+    let Action::Send { ticket, .. } = enter(&mut m, &running, now) else {
+        panic!("a steer is sent");
+    };
+    assert_eq!(m.input(), "");
+    m.finished(
+        &s,
+        ticket,
+        Outcome::Failed("invalid_request: Turn t3 has ended".into()),
+    );
+    assert_eq!(m.input(), "one more thing", "the refused steer is not lost");
+    let shown = draw(&m, &running, now, 120, 20);
+    assert!(
+        shown.contains(
+            "✗ /steer: invalid_request: Turn t3 has ended; press Enter to send it as a prompt"
+        ),
+        "{shown}"
+    );
+
+    // Text typed since is never overwritten.
+    m.key(&s, ctrl('u'), now);
+    typed(&mut m, &running, "second", now);
+    let Action::Send { ticket, .. } = enter(&mut m, &running, now) else {
+        panic!("a steer is sent");
+    };
+    typed(&mut m, &running, "new draft", now);
+    m.finished(
+        &s,
+        ticket,
+        Outcome::Failed("invalid_request: Turn t3 has ended".into()),
+    );
+    assert_eq!(m.input(), "new draft");
+}
+
+#[test]
 fn alt_enter_queues_a_follow_up_while_a_turn_runs_and_is_a_newline_otherwise() {
     let now = t0();
     let mut m = model(now);
