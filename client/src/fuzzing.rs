@@ -221,8 +221,9 @@ struct Taint {
     /// Members whose own stream lost, repeated or reordered an update: their next genuine
     /// update must either be refused or bring them back in sync.
     members: BTreeSet<(&'static str, &'static str)>,
-    /// Anything else (forged or lost lifecycle events, garbage): no convergence claim until
-    /// the next re-subscribe.
+    /// Anything else (forged or lost lifecycle events, garbage, an update from before a
+    /// singleton replacement delivered after it): no convergence claim until the next
+    /// re-subscribe.
     all: bool,
 }
 
@@ -240,7 +241,8 @@ struct Taint {
 /// state update, that state's next genuine update is refused or brings it back in sync; after
 /// any error the client re-subscribes and must converge again. A corrupted stream may only
 /// ever diverge while the corruption is one the protocol cannot detect (forged or lost
-/// lifecycle events, garbage), and the target never claims convergence then.
+/// lifecycle events, garbage, a state update held back across a singleton replacement, whose
+/// fresh sequences it may fit), and the target never claims convergence then.
 pub fn client_replica(data: &[u8]) {
     let [mode, rest @ ..] = data else {
         return;
@@ -325,6 +327,11 @@ pub fn client_replica(data: &[u8]) {
                 genuine = Some(touch);
                 if ok && let Some((late, late_touch)) = held.take() {
                     taint_by(&mut taint, late_touch);
+                    // A singleton replacement brings its own sequences, so an update from
+                    // before it may fit them: the protocol cannot tell it from a genuine one.
+                    if matches!(update, ProviderUpdate::Replaced { .. }) {
+                        taint.all = true;
+                    }
                     ok = consumer.deliver(&late);
                 }
             }

@@ -68,6 +68,16 @@ const HAND: &[(&str, &[u8])] = &[
         &[0, 1, 5, 2, 4, 2, 0, 0, 4, 2, 5, 0, 0, 4, 3, 5, 0, 0, 4, 4],
     ),
     (
+        // b's update (sequence 1) is held back across a replacement whose b starts at 0, the
+        // replacement's own first update of b is lost, and its second (a non-root op) applies
+        // cleanly to the stale value: undetectable, so no convergence claim.
+        "singleton-reorder-across-replacement",
+        &[
+            0, 0, 0, 0, 0, 2, 0, 1, 1, 6, 1, 1, 1, 5, 8, 0, 0, 0, 0, 0, 0, 1, 1, 6, 1, 0, 5, 0, 1,
+            2, 0, 1, 1,
+        ],
+    ),
+    (
         "singleton-garbage",
         &[
             0, 1, 5, 2, 4, 3, 0, 0, 4, 2, 0, 2, 9, 5, 0, 0, 4, 3, 3, 0, 0, 4, 5, 1, 5, 0, 1, 4, 1,

@@ -692,6 +692,33 @@ mod tests {
     }
 
     #[test]
+    fn a_replacement_takes_its_sequences_from_its_snapshot() {
+        // The replacement may start below the old instance's sequence, and updates follow it:
+        // an update from before the replacement that fits them cannot be told from its own.
+        let mut replica = singleton("[0]", 4);
+        replica
+            .apply_update(ProviderUpdate::Replaced {
+                snapshot: InstanceSnapshot::new(
+                    None,
+                    vec![
+                        MemberSnapshot::method("select"),
+                        MemberSnapshot::state("state", 0, v("[1]")),
+                    ],
+                ),
+            })
+            .unwrap();
+        replica
+            .apply_update(state("state", 1, r#"[["p",[],1,0,[2]]]"#))
+            .unwrap();
+        assert_eq!(replica.value(None, "state"), Some(&v("[1,2]")));
+        assert_eq!(replica.sequence(None, "state"), Some(1));
+        let err = replica
+            .apply_update(state("state", 5, r#"[["p",[],0,1,[]]]"#))
+            .unwrap_err();
+        assert!(err.to_string().contains("sequence has a gap"));
+    }
+
+    #[test]
     fn a_replacement_must_keep_every_state_member() {
         let mut replica = singleton("{}", 0);
         let err = replica
