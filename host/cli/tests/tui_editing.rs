@@ -345,6 +345,13 @@ async fn a_steer_that_arrives_after_its_turn_ended_is_refused_and_not_given_to_t
         .wait_for("has ended; the steering text was not delivered")
         .await;
     assert!(screen.contains("✗ /steer"), "{screen}");
+    // The refused text is not lost: it comes back into the input, ready to send as a prompt.
+    pane.wait_for("› for the first turn only").await;
+    pane.keys(&["C-u"]);
+    pane.wait("the restored text to be cleared", |s| {
+        !s.contains("› for the first turn only")
+    })
+    .await;
 
     next_turn.open("next done").await;
     let rest = guard("the next turn's output", async {
