@@ -29,6 +29,9 @@ pub enum Transport {
     Tcp,
     /// TLS over TCP.
     Tls,
+    /// A WebSocket the host upgraded on its web listener (plain HTTP on loopback, or HTTPS),
+    /// carrying the same frame bytes as binary messages.
+    Web,
 }
 
 impl fmt::Display for Transport {
@@ -37,6 +40,7 @@ impl fmt::Display for Transport {
             Self::Unix => "unix",
             Self::Tcp => "tcp",
             Self::Tls => "tls",
+            Self::Web => "web",
         })
     }
 }
@@ -84,14 +88,23 @@ pub enum PeerIdentity {
         /// The peer's address.
         addr: SocketAddr,
     },
+    /// A browser on the host's web listener, authenticated by the host before the upgrade
+    /// (a cookie the host issued for a one-time link): the browser identity `web:<token_id>`.
+    Web {
+        /// The browser token's public id (never its secret).
+        token_id: String,
+        /// The peer's address.
+        addr: SocketAddr,
+    },
 }
 
 impl PeerIdentity {
-    /// True for identities a transport authenticated: Unix (kernel credentials) and TLS with
-    /// a verified client certificate. Plain TCP and anonymous TLS are not.
+    /// True for identities a transport authenticated: Unix (kernel credentials), TLS with
+    /// a verified client certificate, and a browser the host authenticated by its cookie.
+    /// Plain TCP and anonymous TLS are not.
     pub fn is_authenticated(&self) -> bool {
         match self {
-            Self::Unix { .. } | Self::Tls { .. } => true,
+            Self::Unix { .. } | Self::Tls { .. } | Self::Web { .. } => true,
             Self::Tcp { .. } | Self::AnonymousTls { .. } => false,
         }
     }
@@ -100,7 +113,9 @@ impl PeerIdentity {
     pub fn uid(&self) -> Option<u32> {
         match self {
             Self::Unix { uid, .. } => Some(*uid),
-            Self::Tcp { .. } | Self::Tls { .. } | Self::AnonymousTls { .. } => None,
+            Self::Tcp { .. } | Self::Tls { .. } | Self::AnonymousTls { .. } | Self::Web { .. } => {
+                None
+            }
         }
     }
 
@@ -108,7 +123,19 @@ impl PeerIdentity {
     pub fn user_name(&self) -> Option<&str> {
         match self {
             Self::Unix { user_name, .. } => user_name.as_deref(),
-            Self::Tcp { .. } | Self::Tls { .. } | Self::AnonymousTls { .. } => None,
+            Self::Tcp { .. } | Self::Tls { .. } | Self::AnonymousTls { .. } | Self::Web { .. } => {
+                None
+            }
+        }
+    }
+
+    /// The browser token id of a web peer.
+    pub fn web_token_id(&self) -> Option<&str> {
+        match self {
+            Self::Web { token_id, .. } => Some(token_id),
+            Self::Unix { .. } | Self::Tcp { .. } | Self::Tls { .. } | Self::AnonymousTls { .. } => {
+                None
+            }
         }
     }
 
@@ -118,16 +145,19 @@ impl PeerIdentity {
             Self::Tls {
                 client_certificate, ..
             } => Some(client_certificate),
-            Self::Unix { .. } | Self::Tcp { .. } | Self::AnonymousTls { .. } => None,
+            Self::Unix { .. } | Self::Tcp { .. } | Self::AnonymousTls { .. } | Self::Web { .. } => {
+                None
+            }
         }
     }
 
     /// The peer's network address (TCP and TLS).
     pub fn addr(&self) -> Option<SocketAddr> {
         match self {
-            Self::Tcp { addr, .. } | Self::Tls { addr, .. } | Self::AnonymousTls { addr } => {
-                Some(*addr)
-            }
+            Self::Tcp { addr, .. }
+            | Self::Tls { addr, .. }
+            | Self::AnonymousTls { addr }
+            | Self::Web { addr, .. } => Some(*addr),
             Self::Unix { .. } => None,
         }
     }
@@ -163,6 +193,7 @@ impl fmt::Display for PeerIdentity {
                 client_certificate.sha256_fingerprint_hex()
             ),
             Self::AnonymousTls { addr } => write!(f, "tls {addr} anonymous"),
+            Self::Web { token_id, addr } => write!(f, "web {addr} token={token_id}"),
         }
     }
 }
