@@ -504,7 +504,15 @@ async fn long_tool_output_is_cut_to_a_preview_and_ctrl_o_shows_it_whole() {
     pane.wait_for("● connected").await;
     // Room for the whole output and the model's quote of it.
     tmux.tmux(&["resize-window", "-t", pane.name(), "-x", "120", "-y", "100"]);
-    pane.submit("run `seq 101 130`");
+    // Typing only once the resize is handled (the status line redrawn at the new bottom row)
+    // and Enter only once the text shows: keys typed into the redraw were seen lost in CI.
+    pane.wait("the status line at the new bottom", |s| {
+        s.lines().count() >= 100 && s.lines().nth(99).is_some_and(|l| l.contains("● connected"))
+    })
+    .await;
+    pane.type_text("run `seq 101 130`");
+    pane.wait_for("› run `seq 101 130`").await;
+    pane.keys(&["Enter"]);
     pane.wait_for("Here is the result of bash").await;
     pane.wait_idle().await;
     let screen = pane.wait_for("  │ … 22 more lines (Ctrl-O expands)").await;
