@@ -220,6 +220,50 @@ async fn a_resized_terminal_is_redrawn_to_its_new_size() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_typed_as_the_window_resizes_reaches_the_input_at_once() {
+    if !have_tmux() {
+        return;
+    }
+    let s = Setup::new().await;
+    let tmux = Tmux::new();
+    let pane = s.attach(&tmux, "main");
+    pane.wait_for("● connected").await;
+    // Each round resizes and types in one tmux command, so the resize signal and the key
+    // reach the program together; the key must show without another keystroke after it.
+    // (An edge-triggered reader that returns the resize first drops the key's readiness.)
+    let mut typed = String::new();
+    for round in 0..24 {
+        let (x, y) = if round % 2 == 0 { (100, 30) } else { (90, 26) };
+        let (x, y) = (x.to_string(), y.to_string());
+        tmux.tmux(&[
+            "resize-window",
+            "-t",
+            pane.name(),
+            "-x",
+            &x,
+            "-y",
+            &y,
+            ";",
+            "send-keys",
+            "-t",
+            pane.name(),
+            "-l",
+            "k",
+        ]);
+        typed.push('k');
+        let shown = format!("› {typed}");
+        pane.wait(
+            &format!("round {round}: {typed:?} in the input"),
+            |screen| screen.lines().any(|l| l.trim_end() == shown),
+        )
+        .await;
+    }
+    pane.keys(&["C-u", "C-d"]);
+    assert_eq!(pane.exit_status().await, 0);
+    assert!(s.host.terminate().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_restarted_under_a_running_attach_is_reconnected_without_a_keystroke() {
     if !have_tmux() {
         return;
