@@ -128,3 +128,26 @@ async fn close_connections_reaches_adopted_connections_by_their_identity() {
         Outcome::Value(Value::from(1))
     );
 }
+
+#[tokio::test]
+async fn an_adopted_transport_that_buffers_is_flushed_when_the_writer_idles() {
+    // A WebSocket (or any buffered writer) holds what it was given until flushed.
+    let s = TestServer::unix(TestHost::new(&[]), config()).await;
+    let (ours, theirs) = tokio::io::duplex(64 * 1024);
+    s.server
+        .adopt(
+            tokio::io::BufWriter::with_capacity(64 * 1024, ours),
+            web("t1"),
+        )
+        .expect("adopted");
+    let mut p = RawPeer::new(theirs, server_id());
+    p.handshake().await;
+    assert_eq!(
+        p.call(
+            p.server_target(),
+            call("test", "echo", vec![Value::from(2)])
+        )
+        .await,
+        Outcome::Value(Value::from(2))
+    );
+}
