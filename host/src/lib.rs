@@ -35,6 +35,8 @@
 //! * [`service`]: the `baton-server` host: `pi.session-management`, `pi.session-directory`,
 //!   `pi.models` and `pi.session`, with streamed text published as `a` ops.
 //! * [`clock`]: the only wall-clock read; ISO-8601 text.
+//! * `web` (feature `web`): the web listener — the page, one-time pairing and the WebSocket
+//!   endpoint, handing each socket to the server (`Server::adopt`).
 //!
 //! Dependencies point down: `service` → `session` → `agent` → `provider`, `tool`,
 //! `projection` → `message`; `session` and `agent` write through `journal`, which sits on
@@ -43,8 +45,8 @@
 //! a module's files share has a file of its own (here [`BoxFuture`], in `future`).
 //!
 //! # Non-goals
-//! No listeners or wire code here (that is `baton-server`; [`service`] only implements its
-//! host traits), no provider beyond OpenAI-compatible Chat Completions and Anthropic Messages
+//! No protocol listeners or wire code here (that is `baton-server`; [`service`] only implements
+//! its host traits; the `web` feature's listener speaks HTTP and hands sockets to the server), no provider beyond OpenAI-compatible Chat Completions and Anthropic Messages
 //! (both over HTTPS with rustls, see [`provider`]).
 //!
 //! # Cancellation
@@ -69,6 +71,8 @@ pub mod session;
 mod spawn;
 pub mod tool;
 pub mod value;
+#[cfg(feature = "web")]
+pub mod web;
 
 pub use agent::{AgentConfig, LoopEvent, RunContext, RunOutcome};
 pub use future::BoxFuture;

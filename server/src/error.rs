@@ -31,6 +31,17 @@ pub enum ConfigError {
     },
 }
 
+/// Why [`Server::adopt`](crate::Server::adopt) did not take a connection (the stream is
+/// dropped, which closes it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdoptError {
+    /// [`Server::close`](crate::Server::close) has begun (or the server was dropped): like
+    /// a listener that stopped accepting, it takes no new connection.
+    #[error("the server is closing and takes no new connections")]
+    Closing,
+}
+
 /// Why a listener could not be set up.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -36,6 +36,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! An embedder with a transport of its own (the host's web listener upgrades WebSockets and
+//! authenticates browsers itself) hands each connection to [`Server::adopt`] with the
+//! identity it established; from there it is served like a listener's.
+//!
 //! ## Limits
 //!
 //! | limit | default | on excess |
@@ -103,7 +107,8 @@ pub use config::{
 };
 pub use context::{ConnectionId, Context, Peer};
 pub use error::{
-    CloseError, ConfigError, INTERNAL_SERVER_ERROR_MESSAGE, ListenError, ServiceError, StartError,
+    AdoptError, CloseError, ConfigError, INTERNAL_SERVER_ERROR_MESSAGE, ListenError, ServiceError,
+    StartError,
 };
 pub use host::{CallResult, ServerHost, ServiceScope, SessionHandle, SessionMetadata, Termination};
 pub use identity::{ClientCertificate, PeerIdentity, SubjectAltName, Transport};

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use baton_protocol::codec::encode_frame;
 use baton_protocol::{ErrorCode, ServerId, ServerMessage, WireError};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -19,12 +20,12 @@ use crate::conn::limits::ConnLimits;
 use crate::conn::state::ConnState;
 use crate::conn::{self, ServerShared};
 use crate::context::{ConnectionId, Peer};
-use crate::error::{CloseError, StartError};
+use crate::error::{AdoptError, CloseError, StartError};
 use crate::host::ServerHost;
 use crate::identity::passwd::UserNames;
 use crate::identity::{ClientCertificate, PeerIdentity, Transport};
 use crate::listen::{
-    BoundTcp, BoundUnix, LINGER_DEADLINE, ListenAddr, Listener, Stream, UnixSocketFile,
+    Adopted, BoundTcp, BoundUnix, LINGER_DEADLINE, ListenAddr, Listener, Stream, UnixSocketFile,
     configure_accepted, discard, refuse,
 };
 use crate::registry::Registry;
@@ -226,6 +227,53 @@ impl<H: ServerHost> Server<H> {
         conns.len()
     }
 
+    /// Serves one connection whose transport the embedder opened and authenticated itself
+    /// (e.g. a WebSocket its own HTTP listener upgraded, carrying the frame bytes), as if a
+    /// listener had accepted it: it takes a connection slot (over [`ServerConfig::max_connections`]
+    /// it gets `hello_error{busy}` over `stream` and is closed), passes
+    /// [`ServerHost::admit`] with `identity`, then runs the same connection core as every
+    /// listener's (handshake timeout, frame, request and subscription limits, slow-consumer
+    /// resync, graceful drain), in a task the server tracks. The transport is the one
+    /// `identity` names ([`Transport::Web`] for [`PeerIdentity::Web`]).
+    ///
+    /// `Ok` means the server took the stream (served or refused over it); it returns at once.
+    ///
+    /// # Errors
+    /// [`AdoptError::Closing`] once [`Server::close`] has begun: `stream` is dropped, as a
+    /// listener that stopped accepting would.
+    pub fn adopt<S>(&self, stream: S, identity: PeerIdentity) -> Result<(), AdoptError>
+    where
+        S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
+        // Counted by the connection tracker before the check: a close that begins after the
+        // check waits for this connection like any other.
+        let _counted = self.shared.conn_tasks.token();
+        if self.stop_accepting.is_cancelled() {
+            return Err(AdoptError::Closing);
+        }
+        let transport = transport_of(&identity);
+        let stream = Stream::Adopted(Adopted::new(stream));
+        let accepting = Arc::clone(&self.accepting);
+        let Ok(permit) = Arc::clone(&accepting.connection_slots).try_acquire_owned() else {
+            tracing::debug!(
+                limit = accepting.server.config.max_connections,
+                peer = %identity,
+                "connection limit reached"
+            );
+            let error = busy(&accepting);
+            spawn(&self.shared.conn_tasks, async move {
+                refuse_opened(&accepting, stream, &error).await;
+            });
+            return Ok(());
+        };
+        let id = ConnectionId(accepting.next_connection.fetch_add(1, Ordering::Relaxed));
+        spawn(
+            &self.shared.conn_tasks,
+            serve_identified(accepting, stream, permit, id, transport, identity),
+        );
+        Ok(())
+    }
+
     /// Graceful close: stop accepting (the Unix socket file is removed), answer new requests
     /// `server_draining`, let in-flight requests finish until the drain timeout (then
     /// abandon them), close every connection after flushing it, release attachments and
@@ -358,14 +406,7 @@ fn admit<H: ServerHost>(accepting: &Arc<Accepting<H>>, accepted: Accepted) {
             limit = accepting.server.config.max_connections,
             "connection limit reached"
         );
-        let error = WireError::from_code(
-            ErrorCode::Busy,
-            format!(
-                "Server connection limit of {} reached",
-                accepting.server.config.max_connections
-            ),
-        );
-        refuse_connection(accepting, accepted, error);
+        refuse_connection(accepting, accepted, busy(accepting));
         return;
     };
     let id = ConnectionId(accepting.next_connection.fetch_add(1, Ordering::Relaxed));
@@ -378,26 +419,61 @@ fn admit<H: ServerHost>(accepting: &Arc<Accepting<H>>, accepted: Accepted) {
         let Some((transport, identity)) = identify(&accepting2, &stream, addr).await else {
             return;
         };
-        if let Err(refusal) = accepting2.server.host.admit(&identity) {
-            tracing::debug!(peer = %identity, code = %refusal.to_wire().code, "refused by the host");
-            drop(permit);
-            refuse_opened(&accepting2, stream, &refusal.to_wire()).await;
-            return;
-        }
-        let peer = Arc::new(Peer {
-            connection_id: id,
-            transport,
-            identity,
-        });
-        let leftover = conn::serve(Arc::clone(&accepting2.server), stream, peer, None).await;
-        // The slot is free once the connection is; lingering does not hold it.
-        drop(permit);
-        if let Some(mut reader) = leftover
-            && let Ok(_slot) = accepting2.linger_slots.try_acquire()
-        {
-            discard(&mut reader, tokio::time::Instant::now() + LINGER_DEADLINE).await;
-        }
+        serve_identified(accepting2, stream, permit, id, transport, identity).await;
     });
+}
+
+/// The refusal of a connection over the connection limit.
+fn busy<H: ServerHost>(accepting: &Accepting<H>) -> WireError {
+    WireError::from_code(
+        ErrorCode::Busy,
+        format!(
+            "Server connection limit of {} reached",
+            accepting.server.config.max_connections
+        ),
+    )
+}
+
+/// Serves an opened stream whose peer is identified, holding its connection slot: the host's
+/// [`ServerHost::admit`], then the connection core, then a lingering close. Listeners and
+/// [`Server::adopt`] both end here.
+async fn serve_identified<H: ServerHost>(
+    accepting: Arc<Accepting<H>>,
+    stream: Stream,
+    permit: OwnedSemaphorePermit,
+    id: ConnectionId,
+    transport: Transport,
+    identity: PeerIdentity,
+) {
+    if let Err(refusal) = accepting.server.host.admit(&identity) {
+        tracing::debug!(peer = %identity, code = %refusal.to_wire().code, "refused by the host");
+        drop(permit);
+        refuse_opened(&accepting, stream, &refusal.to_wire()).await;
+        return;
+    }
+    let peer = Arc::new(Peer {
+        connection_id: id,
+        transport,
+        identity,
+    });
+    let leftover = conn::serve(Arc::clone(&accepting.server), stream, peer, None).await;
+    // The slot is free once the connection is; lingering does not hold it.
+    drop(permit);
+    if let Some(mut reader) = leftover
+        && let Ok(_slot) = accepting.linger_slots.try_acquire()
+    {
+        discard(&mut reader, tokio::time::Instant::now() + LINGER_DEADLINE).await;
+    }
+}
+
+/// The transport an adopted connection's identity names.
+fn transport_of(identity: &PeerIdentity) -> Transport {
+    match identity {
+        PeerIdentity::Unix { .. } => Transport::Unix,
+        PeerIdentity::Tcp { .. } => Transport::Tcp,
+        PeerIdentity::Tls { .. } | PeerIdentity::AnonymousTls { .. } => Transport::Tls,
+        PeerIdentity::Web { .. } => Transport::Web,
+    }
 }
 
 /// The `hello_error` frame of a refusal, or `None` (logged) if it cannot be encoded.
@@ -554,5 +630,7 @@ async fn identify<H: ServerHost>(
             };
             Some((Transport::Tls, identity))
         }
+        // Adopted streams come with their identity (`Server::adopt`), never through here.
+        Stream::Adopted(_) => None,
     }
 }

@@ -2,6 +2,8 @@
 //! Ports the upstream server behaviour checklist (handshake, requests, cancel, sessions,
 //! subscriptions, limits, drain) plus the transport and authentication guarantees.
 
+#[path = "server/adopt.rs"]
+mod adopt;
 #[path = "server/drain.rs"]
 mod drain;
 #[path = "server/handshake.rs"]

@@ -112,9 +112,11 @@ fn parse_at_least_one(text: &str) -> Result<usize, String> {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct ServeArgs {
     /// Where to listen (repeatable): unix:///DIR (socket DIR/<server-id>.sock, mode 0600),
-    /// tcp://127.0.0.1:7878 (plain TCP, loopback only) or tls://0.0.0.0:7879 (TLS, needs
-    /// --tls-cert/--tls-key). Default: a Unix socket in $XDG_RUNTIME_DIR/baton (else
-    /// /tmp/baton-<uid>), where `baton` looks.
+    /// tcp://127.0.0.1:7878 (plain TCP, loopback only), tls://0.0.0.0:7879 (TLS, needs
+    /// --tls-cert/--tls-key), or the web listener for browsers: http://127.0.0.1:7880
+    /// (loopback only) or https://0.0.0.0:7880 (--tls-cert/--tls-key; no client certificate
+    /// asked). Default: a Unix socket in $XDG_RUNTIME_DIR/baton (else /tmp/baton-<uid>),
+    /// where `baton` looks; it is also added when every --listen is a web one.
     #[arg(long, value_name = "URL")]
     pub(crate) listen: Vec<String>,
     /// Session transcripts (default $XDG_DATA_HOME/baton/sessions, else
@@ -152,7 +154,7 @@ pub(crate) struct ServeArgs {
     /// Frame limit in bytes (default 16777216).
     #[arg(long, value_name = "N")]
     pub(crate) max_frame_length: Option<u32>,
-    /// Certificate chain for tls:// listeners.
+    /// Certificate chain for tls:// and https:// listeners.
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     pub(crate) tls_cert: Option<PathBuf>,
     /// Its private key.
@@ -161,10 +163,26 @@ pub(crate) struct ServeArgs {
     /// Require client certificates signed by this CA.
     #[arg(long, value_name = "PEM")]
     pub(crate) client_ca: Option<PathBuf>,
-    /// Allow plain TCP, or TLS without --client-ca, on a non-loopback address (anyone who can
-    /// connect runs commands).
+    /// Allow plain TCP, TLS without --client-ca, or plain http:// on a non-loopback address
+    /// (anyone who can connect runs commands; http sends browser cookies in the clear).
     #[arg(long)]
     pub(crate) allow_insecure_remote: bool,
+    /// A name the web listener also answers to (repeatable), as browsers reach it: NAME or
+    /// NAME:PORT (e.g. behind a proxy). Besides these it answers to its address (and
+    /// localhost on loopback) and the certificate's DNS names. The first is the one links
+    /// name.
+    #[arg(long, value_name = "NAME[:PORT]")]
+    pub(crate) web_host: Vec<String>,
+    /// Connections at once, over every listener (default 1024); beyond it `hello_error{busy}`.
+    /// Each browser tab is one.
+    #[arg(long, value_name = "N", value_parser = parse_at_least_one)]
+    pub(crate) max_connections: Option<usize>,
+    /// Requests in flight on one connection (default 256); beyond it the request gets `busy`.
+    #[arg(long, value_name = "N", value_parser = parse_at_least_one)]
+    pub(crate) max_requests_per_connection: Option<usize>,
+    /// Subscriptions open on one connection (default 256); beyond it `busy`.
+    #[arg(long, value_name = "N", value_parser = parse_at_least_one)]
+    pub(crate) max_subscriptions_per_connection: Option<usize>,
     /// Access policy (TOML): which identities may see, operate or administer which sessions;
     /// reloaded on SIGHUP (a bad file keeps the old policy; revoked identities are
     /// disconnected). Without it: the host's own Unix user is admin, other Unix users are
@@ -351,6 +369,34 @@ mod tests {
     }
 
     #[test]
+    fn web_listener_and_connection_limit_flags_parse() {
+        let Ok(Command::Serve(s)) = p(
+            "serve --listen http://127.0.0.1:7880 --web-host box.example --web-host proxy:443 \
+             --max-connections 4096 --max-requests-per-connection 8 \
+             --max-subscriptions-per-connection 9",
+        ) else {
+            panic!("serve did not parse");
+        };
+        assert_eq!(s.listen, ["http://127.0.0.1:7880"]);
+        assert_eq!(s.web_host, ["box.example", "proxy:443"]);
+        assert_eq!(s.max_connections, Some(4096));
+        assert_eq!(s.max_requests_per_connection, Some(8));
+        assert_eq!(s.max_subscriptions_per_connection, Some(9));
+        let Ok(Command::Serve(s)) = p("serve") else {
+            panic!("serve did not parse");
+        };
+        assert_eq!(
+            (
+                s.max_connections,
+                s.max_requests_per_connection,
+                s.max_subscriptions_per_connection
+            ),
+            (None, None, None),
+            "the server's defaults unless given"
+        );
+    }
+
+    #[test]
     fn certs_options_parse() {
         let Ok(Command::Certs(CertsArgs::Create { out, sans })) =
             p("certs --out pki --san build-box.example --san 10.0.0.7")
@@ -387,6 +433,9 @@ mod tests {
             "serve --server-id 123",
             "serve --max-frame-length x",
             "serve --max-open-sessions 0",
+            "serve --max-connections 0",
+            "serve --max-requests-per-connection 0",
+            "serve --max-subscriptions-per-connection x",
             "serve --idle-timeout-secs -1",
             "certs",
             "certs --out d --san bad/name",

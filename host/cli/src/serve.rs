@@ -16,6 +16,7 @@ use baton_host::provider::scripted::{DEFAULT_TOKEN_DELAY, ScriptedConfig};
 use baton_host::service::{AccessPolicy, ServiceHost, ServiceLimits};
 use baton_host::session::{HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
 use baton_host::tool::confinement_status;
+use baton_host::web::{PairRefused, Paired, WebConfig, WebGate, WebListener, WebPeer, WebTls};
 use baton_protocol::unix::BaseDir;
 use baton_protocol::{ServerId, unix};
 use baton_server::{ClientAuth, ListenAddr, Listener, Server, ServerConfig, TcpOptions, TlsConfig};
@@ -91,22 +92,73 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
     if let Some(n) = args.max_frame_length {
         server_config.max_frame_length = n;
     }
-    let listeners = listeners(&args, &server_id)?;
+    if let Some(n) = args.max_connections {
+        server_config.max_connections = n;
+    }
+    if let Some(n) = args.max_requests_per_connection {
+        server_config.max_active_requests = n;
+    }
+    if let Some(n) = args.max_subscriptions_per_connection {
+        server_config.max_subscriptions = n;
+    }
+    let (listeners, mut webs) = listeners(&args, &server_id)?;
+    for web in &mut webs {
+        web.max_frame_length = server_config.max_frame_length;
+        web.timeout = server_config.handshake_timeout;
+    }
     if !has_policy && listeners.iter().any(|l| matches!(l, Listener::Tcp(_))) {
         tracing::warn!(
             "plain TCP listener without --access: any local account can connect to it and run commands as this user"
         );
     }
-    let server = Server::start(server_config, host.clone(), listeners)
-        .await
-        .map_err(|e| Failure::from_error("cannot start the server", &e))?;
+    let server = Arc::new(
+        Server::start(server_config, host.clone(), listeners)
+            .await
+            .map_err(|e| Failure::from_error("cannot start the server", &e))?,
+    );
+    // Until the host's link store is wired in, no browser can pair or authenticate.
+    let gate: Arc<dyn WebGate> = Arc::new(NoLinksGate);
+    let mut web_listeners = Vec::new();
+    for config in webs {
+        let addr = config.addr;
+        match WebListener::start(config, Arc::clone(&server), Arc::clone(&gate)).await {
+            Ok(w) => web_listeners.push(w),
+            Err(e) => {
+                for w in &web_listeners {
+                    w.close().await;
+                }
+                let _ = server.close().await;
+                return Err(Failure::from_error(
+                    &format!("cannot start the web listener on {addr}"),
+                    &e,
+                ));
+            }
+        }
+    }
+    // The base URLs links name, preferred first (each listener's `--web-host`s, certificate
+    // names, then its address): what the host's link configuration takes.
+    let web_base_urls: Vec<String> = web_listeners
+        .iter()
+        .flat_map(|w| w.base_urls().iter().cloned())
+        .collect();
 
     let mut out = std::io::stdout().lock();
     for addr in server.local_addrs() {
         let _ = writeln!(out, "listening {} server-id {server_id}", url(addr));
     }
+    for w in &web_listeners {
+        let shown = w
+            .base_urls()
+            .first()
+            .cloned()
+            .unwrap_or_else(|| w.local_addr().to_string());
+        let _ = writeln!(out, "web listener on {shown}");
+    }
     let _ = out.flush();
     drop(out);
+    if !web_base_urls.is_empty() {
+        tracing::info!(?web_base_urls, "web listener base urls for links");
+    }
     tracing::info!(
         sessions_dir = %sessions_dir.display(),
         %server_id,
@@ -128,6 +180,9 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
         }
     }
     host.begin_shutdown();
+    for w in &web_listeners {
+        w.close().await;
+    }
     if let Err(error) = server.close().await {
         tracing::warn!(%error, "server closed with errors");
     }
@@ -318,14 +373,58 @@ fn default_socket_dir() -> PathBuf {
     )
 }
 
-fn listeners(args: &ServeArgs, server_id: &ServerId) -> Result<Vec<Listener>, Failure> {
+/// The browsers' gate until the host's link store is wired in: it pairs nobody and
+/// authenticates nobody.
+struct NoLinksGate;
+
+impl WebGate for NoLinksGate {
+    fn pair(&self, _code: &str) -> Result<Paired, PairRefused> {
+        Err(PairRefused("no links have been minted on this host".into()))
+    }
+
+    fn authenticate(&self, _cookie_value: &str) -> Option<WebPeer> {
+        None
+    }
+}
+
+/// The server's listeners and the web listeners of `--listen`. When every `--listen` is a
+/// web one, the default Unix socket is added: links are minted over it.
+fn listeners(
+    args: &ServeArgs,
+    server_id: &ServerId,
+) -> Result<(Vec<Listener>, Vec<WebConfig>), Failure> {
     if args.listen.is_empty() {
-        return Ok(vec![Listener::unix(default_socket_dir())]);
+        return Ok((vec![Listener::unix(default_socket_dir())], Vec::new()));
     }
     let mut tls: Option<TlsConfig> = None;
+    let mut web_tls: Option<WebTls> = None;
     let mut out = Vec::new();
+    let mut webs = Vec::new();
     for url in &args.listen {
-        if let Some(path) = url.strip_prefix("unix://") {
+        if let Some(rest) = url.strip_prefix("http://") {
+            let mut config = WebConfig::new(socket_addr(url, rest)?);
+            config.allow_insecure_remote = args.allow_insecure_remote;
+            config.web_hosts.clone_from(&args.web_host);
+            if !config.addr.ip().is_loopback() && !args.allow_insecure_remote {
+                return Err(Failure::new(format!(
+                    "{url}: plain http off loopback sends browser cookies in the clear; \
+                     use https:// (with --tls-cert/--tls-key) or pass --allow-insecure-remote"
+                )));
+            }
+            webs.push(config);
+        } else if let Some(rest) = url.strip_prefix("https://") {
+            let mut config = WebConfig::new(socket_addr(url, rest)?);
+            if web_tls.is_none() {
+                let (cert, key) = read_tls_pem(args, "https://")?;
+                web_tls = Some(
+                    WebTls::from_pem(&cert, &key)
+                        .map_err(|e| Failure::from_error("invalid TLS material", &e))?,
+                );
+            }
+            config.tls.clone_from(&web_tls);
+            config.web_hosts.clone_from(&args.web_host);
+            webs.push(config);
+        } else if let Some(path) = url.strip_prefix("unix://") {
             out.push(Listener::unix(unix_dir(url, Path::new(path), server_id)?));
         } else if let Some(addr) = url.strip_prefix("tcp://") {
             let addr = socket_addr(url, addr)?;
@@ -350,11 +449,15 @@ fn listeners(args: &ServeArgs, server_id: &ServerId) -> Result<Vec<Listener>, Fa
             out.push(Listener::tls(addr, config));
         } else {
             return Err(Failure::new(format!(
-                "--listen {url:?}: expected unix:///DIR, tcp://HOST:PORT or tls://HOST:PORT"
+                "--listen {url:?}: expected unix:///DIR, tcp://HOST:PORT, tls://HOST:PORT, \
+                 http://IP:PORT or https://IP:PORT"
             )));
         }
     }
-    Ok(out)
+    if out.is_empty() {
+        out.push(Listener::unix(default_socket_dir()));
+    }
+    Ok((out, webs))
 }
 
 /// The directory of a `unix://` listener. The server names its socket
@@ -385,17 +488,22 @@ fn socket_addr(url: &str, text: &str) -> Result<SocketAddr, Failure> {
         .map_err(|_| Failure::new(format!("--listen {url:?}: expected IP:PORT")))
 }
 
-fn tls_config(args: &ServeArgs) -> Result<TlsConfig, Failure> {
+/// The `--tls-cert` and `--tls-key` files, for listeners of `scheme`.
+fn read_tls_pem(args: &ServeArgs, scheme: &str) -> Result<(Vec<u8>, Vec<u8>), Failure> {
     let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
-        return Err(Failure::new(
-            "tls:// listeners need --tls-cert and --tls-key",
-        ));
+        return Err(Failure::new(format!(
+            "{scheme} listeners need --tls-cert and --tls-key"
+        )));
     };
-    let read = |p: &PathBuf| {
-        std::fs::read(p)
-            .map_err(|e| Failure::from_error(&format!("cannot read {}", p.display()), &e))
-    };
-    let (cert, key) = (read(cert)?, read(key)?);
+    Ok((read(cert)?, read(key)?))
+}
+
+fn read(p: &PathBuf) -> Result<Vec<u8>, Failure> {
+    std::fs::read(p).map_err(|e| Failure::from_error(&format!("cannot read {}", p.display()), &e))
+}
+
+fn tls_config(args: &ServeArgs) -> Result<TlsConfig, Failure> {
+    let (cert, key) = read_tls_pem(args, "tls://")?;
     let config = match &args.client_ca {
         Some(ca) => TlsConfig::with_client_ca(&cert, &key, &read(ca)?, ClientAuth::Required),
         None => TlsConfig::from_pem(&cert, &key),

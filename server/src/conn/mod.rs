@@ -8,7 +8,9 @@
 //!   (what arrived with the hello is queued in order), so a peer cannot queue unbounded
 //!   input behind a slow host.
 //! * The writer takes frames from the state in order and writes them; it is woken by a
-//!   [`Notify`](tokio::sync::Notify). When the state is closing it flushes what is queued
+//!   [`Notify`](tokio::sync::Notify). Before it waits it flushes the stream if it wrote since
+//!   the last flush (TLS and adopted transports such as a WebSocket buffer; Unix and TCP
+//!   flushes are free). When the state is closing it flushes what is queued
 //!   (bounded by the graceful-close timeout) and shuts the stream down.
 //! * Each request's host call is polled once in the reader; one that is not done then runs
 //!   in its own tracked task. Results go back into the state. After each read batch the
@@ -441,6 +443,9 @@ async fn write_loop(
     kill: &CancellationToken,
 ) -> bool {
     let mut batch = BytesMut::new();
+    // Written since the last flush: a transport that buffers (TLS, an adopted WebSocket)
+    // is flushed before the writer idles, so the last frame of a burst is not left behind.
+    let mut dirty = false;
     loop {
         let next = shared.with(|s| {
             while batch.len() < WRITE_BATCH {
@@ -474,6 +479,18 @@ async fn write_loop(
             Next::Frame(frame) => write(&mut writer, &frame, kill).await,
             Next::Done => break,
             Next::Wait => {
+                if dirty {
+                    let flushed = tokio::select! {
+                        r = writer.flush() => r,
+                        () = kill.cancelled() => return false,
+                    };
+                    if let Err(error) = flushed {
+                        tracing::debug!(%error, "flush failed");
+                        shared.with(ConnState::abort);
+                        return false;
+                    }
+                    dirty = false;
+                }
                 // Lend the write half to the reader while there is nothing to write.
                 parked.lock().writer = Some(writer);
                 let killed = tokio::select! {
@@ -500,7 +517,10 @@ async fn write_loop(
             }
         };
         match written {
-            Some(Ok(len)) => shared.with(|s| s.transmitted(len)),
+            Some(Ok(len)) => {
+                dirty = true;
+                shared.with(|s| s.transmitted(len));
+            }
             Some(Err(error)) => {
                 tracing::debug!(%error, "write failed");
                 shared.with(ConnState::abort);

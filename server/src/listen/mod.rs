@@ -19,7 +19,7 @@ pub use tls::{ClientAuth, TlsConfig};
 pub use unix::unix_socket_path;
 
 pub(crate) use linger::{LINGER_DEADLINE, discard, refuse};
-pub(crate) use stream::{Stream, StreamReader, StreamWriter};
+pub(crate) use stream::{Adopted, Stream, StreamReader, StreamWriter};
 pub(crate) use tcp::{BoundTcp, configure_accepted};
 pub(crate) use unix::{BoundUnix, UnixSocketFile};
 

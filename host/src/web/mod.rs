@@ -1,0 +1,37 @@
+//! The web listener (feature `web`): the page, one-time pairing and the WebSocket endpoint
+//! browsers connect to, in front of the server's connection core (docs/web.md).
+//!
+//! ```text
+//!   TCP (loopback http / https) ─▶ hyper HTTP/1 ─▶ routes: Host, Origin, cookie (WebGate)
+//!                                                   │ GET /ws: 101
+//!                                                   ▼
+//!                         WsBytes (binary messages ⇄ frame bytes) ─▶ Server::adopt
+//! ```
+//!
+//! * `gate`: [`WebGate`], what the host's browser identities answer (pairing, cookies).
+//! * `hosts`: the `Host` values the listener answers to and the page's origin ([`Scheme`]).
+//! * `headers`, `cookie`, `assets`: the security headers, the `baton_web` cookie, the
+//!   embedded page.
+//! * `socket`: [`WsBytes`], a WebSocket as a byte stream (caps, backpressure, closes).
+//! * `routes`: the HTTP surface; `tls`: [`WebTls`]; `listener`: [`WebListener`].
+
+mod assets;
+mod cookie;
+mod error;
+mod gate;
+mod headers;
+mod hosts;
+mod listener;
+mod routes;
+mod socket;
+mod tls;
+
+pub use cookie::COOKIE_NAME;
+pub use error::WebError;
+pub use gate::{PairRefused, Paired, WebGate, WebPeer};
+pub use headers::{CONTENT_SECURITY_POLICY, STRICT_TRANSPORT_SECURITY};
+pub use hosts::Scheme;
+pub use listener::{MAX_HTTP_CONNECTIONS, WebConfig, WebListener};
+pub use routes::MAX_PAIR_BODY;
+pub use socket::{MAX_WRITE_MESSAGE, WsBytes, config as websocket_config};
+pub use tls::WebTls;

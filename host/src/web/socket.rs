@@ -1,0 +1,235 @@
+//! A WebSocket as the byte stream the protocol runs on: binary messages carry the frame bytes
+//! (a message may hold any part of the stream), in both directions.
+//!
+//! * Reading hands out each binary message's bytes in order; ping and pong are the WebSocket
+//!   layer's own. A text message is a protocol error: the socket is closed with 1003
+//!   (unsupported data). A message over the cap (the server's frame limit plus the 4-byte
+//!   length prefix: one whole frame fits) is closed with 1009 (too big) before it is buffered
+//!   whole. A revoked browser token closes the socket with 1008 (policy).
+//! * Writing sends one binary message per write of at most [`MAX_WRITE_MESSAGE`] bytes and
+//!   waits on the sink before taking more: the WebSocket layer buffers at most its write
+//!   buffer plus one message, so a browser that stops reading stops the connection's writer
+//!   (which then falls back to the server's slow-consumer resync) instead of growing memory.
+//! * Shutting down sends the close frame.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, Bytes};
+use futures::{Sink, Stream};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_util::sync::{CancellationToken, DropGuard, WaitForCancellationFutureOwned};
+
+/// The most one write puts in one binary message.
+pub const MAX_WRITE_MESSAGE: usize = 64 * 1024;
+/// Bytes the WebSocket layer gathers before writing to the socket.
+const WRITE_BUFFER: usize = 64 * 1024;
+/// Its hard cap: the write buffer plus a message, with room.
+const MAX_WRITE_BUFFER: usize = 4 * MAX_WRITE_MESSAGE;
+/// The read buffer each socket keeps (small: a thousand idle tabs should cost little).
+const READ_BUFFER: usize = 8 * 1024;
+
+/// The WebSocket settings for a server whose frame limit is `max_frame_length`: messages
+/// and frames capped at one whole protocol frame with its length prefix.
+pub fn config(max_frame_length: u32) -> WebSocketConfig {
+    let cap = usize::try_from(max_frame_length)
+        .unwrap_or(usize::MAX)
+        .saturating_add(4);
+    let mut c = WebSocketConfig::default();
+    c.read_buffer_size = READ_BUFFER;
+    c.write_buffer_size = WRITE_BUFFER;
+    c.max_write_buffer_size = MAX_WRITE_BUFFER;
+    c.max_message_size = Some(cap);
+    c.max_frame_size = Some(cap);
+    c
+}
+
+/// A [`WebSocketStream`] read and written as bytes.
+pub struct WsBytes<S> {
+    ws: WebSocketStream<S>,
+    /// What is left of the binary message being read.
+    pending: Bytes,
+    /// Cancelled: the socket closes with 1008.
+    revoked: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    /// A close this side started because of the peer (text, too big, revoked), and the
+    /// error reads then give.
+    refusing: Option<Refusal>,
+    /// Cancels its token when the socket is dropped (its connection ended).
+    _ended: Option<DropGuard>,
+}
+
+struct Refusal {
+    frame: Option<CloseFrame>,
+    error: io::ErrorKind,
+    reason: &'static str,
+}
+
+impl<S> std::fmt::Debug for WsBytes<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WsBytes")
+            .field("pending", &self.pending.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> WsBytes<S> {
+    /// Wraps an open WebSocket.
+    pub fn new(ws: WebSocketStream<S>) -> Self {
+        Self {
+            ws,
+            pending: Bytes::new(),
+            revoked: None,
+            refusing: None,
+            _ended: None,
+        }
+    }
+
+    /// Cancels `ended` when this stream is dropped.
+    pub fn cancel_on_drop(mut self, ended: CancellationToken) -> Self {
+        self._ended = Some(ended.drop_guard());
+        self
+    }
+
+    /// Closes the socket (1008) as soon as `revoked` is cancelled.
+    pub fn revoked_by(mut self, revoked: CancellationToken) -> Self {
+        self.revoked = Some(Box::pin(revoked.cancelled_owned()));
+        self
+    }
+
+    fn refuse(&mut self, code: CloseCode, reason: &'static str, error: io::ErrorKind) {
+        self.refusing = Some(Refusal {
+            frame: Some(CloseFrame {
+                code,
+                reason: reason.into(),
+            }),
+            error,
+            reason,
+        });
+    }
+
+    /// Sends the refusal's close frame (once), then fails the read.
+    fn poll_refusal(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let Some(refusal) = &mut self.refusing else {
+            return Poll::Ready(Ok(()));
+        };
+        if let Some(frame) = refusal.frame.take() {
+            match Pin::new(&mut self.ws).poll_ready(cx) {
+                Poll::Pending => {
+                    refusal.frame = Some(frame);
+                    return Poll::Pending;
+                }
+                Poll::Ready(Ok(())) => {
+                    let _ = Pin::new(&mut self.ws).start_send(Message::Close(Some(frame)));
+                }
+                Poll::Ready(Err(_)) => {}
+            }
+        }
+        // Best effort: a peer that does not read is not waited for.
+        let _ = Pin::new(&mut self.ws).poll_flush(cx);
+        Poll::Ready(Err(io::Error::new(refusal.error, refusal.reason)))
+    }
+}
+
+fn io_error(e: tungstenite::Error) -> io::Error {
+    match e {
+        tungstenite::Error::Io(e) => e,
+        other => io::Error::other(other),
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for WsBytes<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.refusing.is_none()
+            && let Some(revoked) = &mut this.revoked
+            && revoked.as_mut().poll(cx).is_ready()
+        {
+            this.refuse(
+                CloseCode::Policy,
+                "browser token revoked",
+                io::ErrorKind::ConnectionAborted,
+            );
+        }
+        if this.refusing.is_some() {
+            return this.poll_refusal(cx);
+        }
+        loop {
+            if !this.pending.is_empty() {
+                let n = this.pending.len().min(buf.remaining());
+                buf.put_slice(&this.pending[..n]);
+                this.pending.advance(n);
+                return Poll::Ready(Ok(()));
+            }
+            match ready!(Pin::new(&mut this.ws).poll_next(cx)) {
+                Some(Ok(Message::Binary(bytes))) => this.pending = bytes,
+                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+                Some(Ok(Message::Text(_))) => {
+                    this.refuse(
+                        CloseCode::Unsupported,
+                        "binary messages only",
+                        io::ErrorKind::InvalidData,
+                    );
+                    return this.poll_refusal(cx);
+                }
+                Some(Err(tungstenite::Error::Capacity(_))) => {
+                    this.refuse(
+                        CloseCode::Size,
+                        "message over the frame limit",
+                        io::ErrorKind::InvalidData,
+                    );
+                    return this.poll_refusal(cx);
+                }
+                // The peer's close (answered by the WebSocket layer), or the end.
+                Some(Ok(Message::Close(_))) | None => {
+                    let _ = Pin::new(&mut this.ws).poll_flush(cx);
+                    return Poll::Ready(Ok(()));
+                }
+                Some(Err(e)) => return Poll::Ready(Err(io_error(e))),
+            }
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for WsBytes<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        ready!(Pin::new(&mut this.ws).poll_ready(cx)).map_err(io_error)?;
+        let n = buf.len().min(MAX_WRITE_MESSAGE);
+        Pin::new(&mut this.ws)
+            .start_send(Message::Binary(Bytes::copy_from_slice(&buf[..n])))
+            .map_err(io_error)?;
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().ws)
+            .poll_flush(cx)
+            .map_err(io_error)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match ready!(Pin::new(&mut self.get_mut().ws).poll_close(cx)) {
+            Ok(())
+            | Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
+                Poll::Ready(Ok(()))
+            }
+            Err(e) => Poll::Ready(Err(io_error(e))),
+        }
+    }
+}

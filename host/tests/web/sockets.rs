@@ -1,0 +1,261 @@
+//! The WebSocket endpoint carries the protocol into the server's connection core: routing,
+//! limits, slow-consumer resync, revocation, and many browsers at once.
+
+use baton_protocol::{Outcome, ServerMessage, ServiceUpdate, Value};
+use baton_server::{Published, ServerConfig};
+use baton_tests::host::TestHost;
+use baton_tests::mirror::Mirror;
+use baton_tests::peer::{RawPeer, call, id};
+use baton_tests::{guard, server_id};
+use futures::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+use crate::support::{Web, cookie_of};
+
+fn subscribe(sid: &str) -> Value {
+    call(
+        "$chord.service",
+        "subscribe",
+        vec![
+            Value::from(sid),
+            Value::from("test.counter"),
+            Value::from("singleton"),
+        ],
+    )
+}
+
+async fn subscribe_server(p: &mut RawPeer, sid: &str) -> Mirror {
+    match p.call(p.server_target(), subscribe(sid)).await {
+        Outcome::Value(snapshot) => Mirror::new(&snapshot),
+        other => panic!("subscribe failed: {other:?}"),
+    }
+}
+
+fn echo(v: i32) -> Value {
+    call("test", "echo", vec![Value::from(v)])
+}
+
+#[tokio::test]
+async fn a_browser_is_the_web_identity_of_its_token_and_its_calls_route() {
+    let w = Web::start().await;
+    let mut p = w.ready_peer("t1").await;
+    assert_eq!(
+        p.call(p.server_target(), echo(7)).await,
+        Outcome::Value(Value::from(7))
+    );
+    let peers = w.host.lock().peers.clone();
+    assert_eq!(peers.len(), 1);
+    let peer = peers[0].as_ref().unwrap();
+    assert_eq!(peer.web_token_id(), Some("t1"));
+    assert!(peer.is_authenticated());
+}
+
+#[tokio::test]
+async fn a_revoked_token_closes_its_live_sockets_at_once() {
+    let w = Web::start().await;
+    let mut gone_a = w.ready_peer("gone").await;
+    let mut gone_b = w.peer(&cookie_of("gone")).await;
+    gone_b.handshake().await;
+    let mut kept = w.ready_peer("kept").await;
+    w.gate.revoke("gone");
+    gone_a.expect_closed().await;
+    gone_b.expect_closed().await;
+    assert_eq!(
+        kept.call(kept.server_target(), echo(1)).await,
+        Outcome::Value(Value::from(1))
+    );
+    let refused = w
+        .ws(&[
+            ("Origin", &w.origin()),
+            ("Cookie", &format!("baton_web={}", cookie_of("gone"))),
+        ])
+        .await;
+    assert!(refused.is_err(), "a revoked cookie opens no socket");
+}
+
+#[tokio::test]
+async fn a_frame_over_the_limit_gets_hello_error_and_a_close() {
+    let mut c = ServerConfig::new(server_id());
+    c.max_frame_length = 200;
+    let w = Web::with(TestHost::new(&[]), c, |_| {}).await;
+    w.gate.add("t1");
+    let mut p = w.peer(&cookie_of("t1")).await;
+    p.send_bytes(&[0, 0, 0, 201]).await;
+    p.expect_hello_error(
+        "invalid_request",
+        "Invalid client protocol frame: Frame length 201 exceeds configured limit of 200",
+    )
+    .await;
+}
+
+/// The close frame the server ends a raw socket with.
+async fn close_code(
+    ws: &mut tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+) -> Option<CloseCode> {
+    loop {
+        match guard("close frame", ws.next()).await {
+            Some(Ok(Message::Close(frame))) => return frame.map(|f| f.code),
+            Some(Ok(_)) => {}
+            Some(Err(e)) => panic!("socket failed before the close frame: {e}"),
+            None => return None,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_message_over_the_frame_limit_plus_prefix_is_closed_as_too_big() {
+    let mut c = ServerConfig::new(server_id());
+    c.max_frame_length = 200;
+    let w = Web::with(TestHost::new(&[]), c, |_| {}).await;
+    w.gate.add("t1");
+    let cookie = format!("baton_web={}", cookie_of("t1"));
+    let headers = [("Origin", w.origin()), ("Cookie", cookie)];
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+
+    // A whole frame at the limit, with its prefix, fits in one message: it reaches the
+    // protocol (whose decoder refuses the garbage with `hello_error`).
+    let mut ws = w.ws(&headers).await.unwrap();
+    let mut at_limit = vec![0u8, 0, 0, 200];
+    at_limit.extend([b'x'; 200]);
+    ws.send(Message::Binary(at_limit.into())).await.unwrap();
+    assert!(
+        matches!(
+            guard("answer", ws.next()).await,
+            Some(Ok(Message::Binary(_)))
+        ),
+        "a message of the frame limit plus 4 is the protocol's to judge"
+    );
+    // One byte more is the WebSocket layer's: closed as too big.
+    let mut ws = w.ws(&headers).await.unwrap();
+    ws.send(Message::Binary(vec![0u8; 205].into()))
+        .await
+        .unwrap();
+    assert_eq!(close_code(&mut ws).await, Some(CloseCode::Size));
+}
+
+#[tokio::test]
+async fn a_text_message_is_a_protocol_error_that_closes_the_socket() {
+    let w = Web::start().await;
+    w.gate.add("t1");
+    let cookie = format!("baton_web={}", cookie_of("t1"));
+    let mut ws = w
+        .ws(&[("Origin", &w.origin()), ("Cookie", &cookie)])
+        .await
+        .unwrap();
+    ws.send(Message::text("{\"type\":\"hello\"}"))
+        .await
+        .unwrap();
+    assert_eq!(close_code(&mut ws).await, Some(CloseCode::Unsupported));
+    guard("the connection to end", async {
+        while w.server.connection_count() != 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_browser_over_the_connection_limit_gets_busy() {
+    let mut c = ServerConfig::new(server_id());
+    c.max_connections = 1;
+    let w = Web::with(TestHost::new(&[]), c, |_| {}).await;
+    let _first = w.ready_peer("t1").await;
+    w.gate.add("t2");
+    let mut second = w.peer(&cookie_of("t2")).await;
+    second
+        .expect_hello_error("busy", "Server connection limit of 1 reached")
+        .await;
+}
+
+#[tokio::test]
+async fn a_slow_browser_gets_a_resync_and_converges() {
+    let host = TestHost::new(&[]);
+    host.with(|i| i.blob_len = 64 * 1024);
+    let mut c = ServerConfig::new(server_id());
+    c.subscriber_queue_length = 8;
+    let w = Web::with(host.clone(), c, |_| {}).await;
+    let mut p = w.ready_peer("t1").await;
+    let mut mirror = subscribe_server(&mut p, "service-1").await;
+    // The browser stops reading: the socket and the WebSocket's buffer fill, the writer
+    // waits on the sink, the queue fills, then a resync replaces the backlog.
+    let mut bumps = 0;
+    while !host.lock().published.contains(&Published::Reset) {
+        host.bump();
+        bumps += 1;
+        assert!(bumps < 5_000, "no resync after {bumps} updates");
+    }
+    for _ in 0..3 {
+        host.bump();
+    }
+    let ping = p.request(p.server_target(), echo(0)).await;
+    loop {
+        match p.recv().await {
+            ServerMessage::ServiceUpdate(ServiceUpdate {
+                subscription_id,
+                update,
+            }) => {
+                assert_eq!(subscription_id, id("service-1"));
+                mirror.apply(&update);
+            }
+            ServerMessage::Response(r) if r.id == ping => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(mirror.resets >= 1, "expected a resync");
+    assert!(mirror.types.get("replaced").is_some_and(|n| *n >= 1));
+    assert!(
+        mirror.updates < bumps + 3,
+        "some updates must have been coalesced"
+    );
+    assert_eq!(mirror.sequence(), Some(host.counter_sequence()));
+    assert_eq!(mirror.value(), Some(&host.counter_value()));
+}
+
+/// Reads `p`'s updates into `mirror` until it shows `sequence`.
+async fn converge(p: &mut RawPeer, mirror: &mut Mirror, sequence: u64) {
+    while mirror.sequence() != Some(sequence) {
+        match p.recv().await {
+            ServerMessage::ServiceUpdate(u) => mirror.apply(&u.update),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_browsers_at_once_converge_on_the_same_state() {
+    const BROWSERS: usize = 1_000;
+    let host = TestHost::new(&[]);
+    let w = Web::start_with_host(host.clone()).await;
+    // All connected and subscribed at once (connecting a bounded number at a time).
+    let peers: Vec<(RawPeer, Mirror)> = futures::stream::iter(0..BROWSERS)
+        .map(|i| {
+            let w = &w;
+            async move {
+                let mut p = w.ready_peer(&format!("t{i}")).await;
+                let m = subscribe_server(&mut p, "service-1").await;
+                (p, m)
+            }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    assert_eq!(w.server.connection_count(), BROWSERS);
+    for _ in 0..20 {
+        host.bump();
+    }
+    let sequence = host.counter_sequence();
+    let value = host.counter_value();
+    let converged: Vec<Mirror> = futures::stream::iter(peers)
+        .map(|(mut p, mut m)| async move {
+            converge(&mut p, &mut m, sequence).await;
+            m
+        })
+        .buffer_unordered(BROWSERS)
+        .collect()
+        .await;
+    assert_eq!(converged.len(), BROWSERS);
+    for m in &converged {
+        assert_eq!(m.value(), Some(&value));
+    }
+}
