@@ -34,6 +34,8 @@
 //!   limits that keep a session of any size watchable; the host's [`session::SessionManager`].
 //! * [`service`]: the `baton-server` host: `pi.session-management`, `pi.session-directory`,
 //!   `pi.models` and `pi.session`, with streamed text published as `a` ops.
+//! * [`link`]: browser identities and one-time links: the pairing codes `baton link`
+//!   mints, the hashed browser tokens they are traded for, and their file.
 //! * [`clock`]: the only wall-clock read; ISO-8601 text.
 //!
 //! Dependencies point down: `service` → `session` → `agent` → `provider`, `tool`,
@@ -60,6 +62,7 @@ pub mod fuzzing;
 #[doc(hidden)]
 pub mod interop;
 pub mod journal;
+pub mod link;
 pub mod message;
 mod model_ref;
 pub mod projection;
