@@ -260,3 +260,120 @@ impl LinkStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::link::Minter;
+
+    fn terms(session: Option<&str>) -> Terms {
+        Terms {
+            role: "operator".into(),
+            session: session.map(str::to_owned),
+            read_only: false,
+            minter: Minter::Local,
+            minter_key: "local".into(),
+        }
+    }
+
+    fn store(dir: &Path, clock: &Arc<ManualClock>) -> LinkStore {
+        LinkStore::open(dir, Arc::clone(clock) as Arc<dyn Clock>).unwrap()
+    }
+
+    #[test]
+    fn a_link_pairs_once_and_the_file_holds_no_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_000, 0));
+        let s = store(dir.path(), &clock);
+        let minted = s.mint(terms(Some("s1")), DEFAULT_LINK_TTL).unwrap();
+        assert_eq!(minted.code.len(), 32, "128 bits");
+        assert_eq!(minted.expires_ms, 1_000 + 300_000);
+        let paired = s.pair(&minted.code).unwrap();
+        assert_eq!(paired.peer.token_id, minted.token_id);
+        assert_eq!(paired.peer.session.as_deref(), Some("s1"));
+        let (id, secret) = paired.cookie_value.split_once('.').unwrap();
+        assert_eq!((id, secret.len()), (minted.token_id.as_str(), 64));
+        assert_eq!(
+            s.pair(&minted.code).unwrap_err().0,
+            "this link was already used"
+        );
+        let text = std::fs::read_to_string(s.path()).unwrap();
+        assert!(
+            !text.contains(secret) && !text.contains(&minted.code),
+            "{text}"
+        );
+        assert!(text.contains(id));
+        let mode = std::fs::metadata(s.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(s.authenticate(&paired.cookie_value).is_some());
+        assert!(
+            s.authenticate(&format!("{id}.{}", "0".repeat(64)))
+                .is_none()
+        );
+        assert!(s.authenticate(id).is_none());
+    }
+
+    #[test]
+    fn an_expired_code_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_000, 0));
+        let s = store(dir.path(), &clock);
+        let minted = s.mint(terms(None), Duration::from_secs(60)).unwrap();
+        clock.set(1_000 + 60_000);
+        assert_eq!(s.pair(&minted.code).unwrap_err().0, "this link has expired");
+        assert!(s.list().is_empty());
+        // The cap: a day at most, whatever is asked.
+        let long = s.mint(terms(None), Duration::from_secs(1 << 30)).unwrap();
+        assert_eq!(long.expires_ms, 61_000 + 24 * 3_600_000);
+    }
+
+    #[test]
+    fn a_restart_keeps_tokens_and_forgets_unused_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_000, 0));
+        let s = store(dir.path(), &clock);
+        let used = s.mint(terms(Some("s1")), DEFAULT_LINK_TTL).unwrap();
+        let cookie = s.pair(&used.code).unwrap().cookie_value;
+        let unused = s.mint(terms(None), DEFAULT_LINK_TTL).unwrap();
+        clock.set(2_000);
+        assert!(s.authenticate(&cookie).is_some());
+        drop(s);
+        let again = store(dir.path(), &clock);
+        let peer = again.authenticate(&cookie).unwrap();
+        assert_eq!(peer.token_id, used.token_id);
+        assert_eq!(peer.role, "operator");
+        assert_eq!(peer.session.as_deref(), Some("s1"));
+        assert_eq!(again.pair(&unused.code).unwrap_err().0, "unknown link");
+        let listed = again.list();
+        assert_eq!(listed.len(), 1);
+        assert!(!listed[0].pending());
+        assert!(again.grant(&used.token_id).is_some());
+    }
+
+    #[test]
+    fn a_revoked_token_authenticates_nothing_and_its_cancellation_fires() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_000, 0));
+        let s = store(dir.path(), &clock);
+        let minted = s.mint(terms(None), DEFAULT_LINK_TTL).unwrap();
+        let paired = s.pair(&minted.code).unwrap();
+        let live = s.authenticate(&paired.cookie_value).unwrap();
+        assert!(!paired.peer.revoked.is_cancelled());
+        assert_eq!(s.revoke(&minted.token_id).unwrap(), Some(Revoked::Token));
+        assert!(paired.peer.revoked.is_cancelled());
+        assert!(live.revoked.is_cancelled(), "every handed-out peer is told");
+        assert!(s.authenticate(&paired.cookie_value).is_none());
+        assert!(s.grant(&minted.token_id).is_none());
+        assert_eq!(s.revoke(&minted.token_id).unwrap(), None);
+        // Persisted: a restart does not bring it back.
+        let again = store(dir.path(), &clock);
+        assert!(again.authenticate(&paired.cookie_value).is_none());
+        // An unused link revoked cannot be used.
+        let link = again.mint(terms(None), DEFAULT_LINK_TTL).unwrap();
+        assert_eq!(again.revoke(&link.token_id).unwrap(), Some(Revoked::Link));
+        assert_eq!(again.pair(&link.code).unwrap_err().0, "unknown link");
+    }
+}

@@ -573,4 +573,147 @@ mod tests {
         assert!(access.replace(Some(p)).is_none());
         assert!(access.admit(&tls("c")).is_err());
     }
+
+    fn web(id: &str) -> PeerIdentity {
+        PeerIdentity::Web {
+            token_id: id.to_owned(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 4)),
+        }
+    }
+
+    /// Links by token id: `a1` for session s1 minted by `minter`, `a2` the same read-only,
+    /// `a3` for no session, `a4` for no session read-only.
+    fn links_of(minter: &PeerIdentity) -> impl Fn(&str) -> Option<LinkGrant> + use<> {
+        let minter = minter.clone();
+        move |id: &str| {
+            let (session, read_only) = match id {
+                "a1" => (Some("s1".to_owned()), false),
+                "a2" => (Some("s1".to_owned()), true),
+                "a3" => (None, false),
+                "a4" => (None, true),
+                _ => return None,
+            };
+            Some(LinkGrant {
+                minter: Some(minter.clone()),
+                session,
+                read_only,
+            })
+        }
+    }
+
+    #[test]
+    fn a_link_never_exceeds_its_minter_at_the_time_of_use() {
+        let bob = tls("bob");
+        let p = policy("[[grant]]\nrole = \"operator\"\ntls_cn = \"bob\"\nsessions = [\"s1\"]\n");
+        let links = links_of(&bob);
+        let r = |id: &str, p: Option<&AccessPolicy>| rights(HOST, p, Some(&web(id)), &links);
+        // For one session: operator on it and nothing else, no create, no remove.
+        let one = r("a1", Some(&p));
+        assert!(one.admitted());
+        assert!(one.check_operate("s1", Some("x")).is_ok());
+        assert!(
+            one.check_operate("s2", Some("x"))
+                .unwrap_err()
+                .is(ErrorCode::SessionNotFound)
+        );
+        assert!(one.check_create().unwrap_err().is(ErrorCode::Forbidden));
+        assert!(
+            one.check_remove("s1", Some("x"))
+                .unwrap_err()
+                .is(ErrorCode::Forbidden)
+        );
+        let bobs = owner_key(Some(&bob));
+        assert!(
+            !one.sees("s9", Some(&bobs)),
+            "a link for s1 does not see the minter's other sessions"
+        );
+        assert!(!one.sight().sees("s9", Some(&bobs)));
+        assert!(one.sight().sees("s1", Some("x")));
+        // The minter loses s1: so does the link, at once.
+        let narrower =
+            policy("[[grant]]\nrole = \"viewer\"\ntls_cn = \"bob\"\nsessions = [\"s1\"]\n");
+        let refused = r("a1", Some(&narrower))
+            .check_operate("s1", Some("x"))
+            .unwrap_err();
+        assert!(refused.is(ErrorCode::Forbidden));
+        assert_eq!(
+            refused.to_wire().message,
+            "Identity web:a1 may only view session s1"
+        );
+        // Without a policy bob owns only what he created: the link is operator on s1 only
+        // if bob owns s1.
+        let owned = r("a1", None);
+        assert!(owned.check_operate("s1", Some(&bobs)).is_ok());
+        assert!(owned.check_operate("s1", Some("someone")).is_err());
+        // No session: the minter's own rights, as the minter (same owner key).
+        let all = r("a3", None);
+        assert_eq!(all.key, bobs, "what the browser creates is the minter's");
+        assert!(all.check_create().is_ok());
+        assert!(all.check_operate("s7", Some(&bobs)).is_ok());
+        assert!(all.check_remove("s7", Some(&bobs)).is_ok());
+        assert!(!all.sees("s7", Some("someone")));
+    }
+
+    #[test]
+    fn a_viewer_link_cannot_mutate() {
+        let links = links_of(&unix(HOST, "me"));
+        for id in ["a2", "a4"] {
+            let r = rights(HOST, None, Some(&web(id)), &links);
+            assert!(
+                r.sees("s1", None),
+                "{id}: the host's own links see everything"
+            );
+            let refused = r.check_operate("s1", None).unwrap_err();
+            assert!(refused.is(ErrorCode::Forbidden), "{id}");
+            assert!(r.check_create().unwrap_err().is(ErrorCode::Forbidden));
+            assert!(
+                r.check_remove("s1", None)
+                    .unwrap_err()
+                    .is(ErrorCode::Forbidden)
+            );
+            assert_eq!(r.role(), "viewer");
+        }
+        // The host's own uid's link for no session is an admin's.
+        let admin = rights(HOST, None, Some(&web("a3")), &links);
+        assert!(admin.check_remove("s1", None).is_ok());
+        assert_eq!(admin.role(), "admin");
+    }
+
+    #[test]
+    fn a_revoked_or_unknown_token_has_nothing_whatever_the_policy_grants() {
+        let links = links_of(&unix(HOST, "me"));
+        let p = policy("[[grant]]\nrole = \"admin\"\nweb_token = \"a9\"\n");
+        let gone = rights(HOST, Some(&p), Some(&web("a9")), &links);
+        assert!(!gone.admitted());
+        assert!(!gone.sees("s1", None));
+    }
+
+    #[test]
+    fn the_policy_grants_and_denies_browser_identities_by_web_token() {
+        let links = links_of(&unix(HOST, "me"));
+        let p = policy(
+            "[[grant]]\nrole = \"viewer\"\nweb_token = \"a3\"\nsessions = [\"s2\"]\n[[deny]]\nweb_token = \"a1\"\n",
+        );
+        let denied = rights(HOST, Some(&p), Some(&web("a1")), &links);
+        assert!(!denied.admitted(), "denied whatever its link gives");
+        // Named by a grant: exactly what it grants, instead of the link's admin rights.
+        let granted = rights(HOST, Some(&p), Some(&web("a3")), &links);
+        assert!(granted.sees("s2", Some("x")));
+        assert!(!granted.sees("s1", Some("x")));
+        assert!(
+            granted
+                .check_operate("s2", Some("x"))
+                .unwrap_err()
+                .is(ErrorCode::Forbidden)
+        );
+        assert_eq!(granted.key, "web:a3");
+        // Others keep their link's rights.
+        assert!(rights(HOST, Some(&p), Some(&web("a4")), &links).admitted());
+        // A reload that names a browser changes its rights (so its connections close).
+        let none: Option<&AccessPolicy> = None;
+        assert_ne!(
+            rights(HOST, none, Some(&web("a1")), &links),
+            rights(HOST, Some(&p), Some(&web("a1")), &links)
+        );
+    }
 }
