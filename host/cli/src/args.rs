@@ -165,6 +165,11 @@ pub(crate) struct ServeArgs {
     /// connect runs commands).
     #[arg(long)]
     pub(crate) allow_insecure_remote: bool,
+    /// Test hook until the web listener's own flags give it: the public base URL that
+    /// `baton link` makes its URLs from (repeatable, first preferred). Hidden; the web
+    /// listener's `--listen http(s)://…` replaces it.
+    #[arg(long = "web-base-url-for-tests", value_name = "URL", hide = true)]
+    pub(crate) web_base_urls_for_tests: Vec<String>,
     /// Access policy (TOML): which identities may see, operate or administer which sessions;
     /// reloaded on SIGHUP (a bad file keeps the old policy; revoked identities are
     /// disconnected). Without it: the host's own Unix user is admin, other Unix users are

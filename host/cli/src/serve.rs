@@ -80,6 +80,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
     }
     let host = ServiceHost::with_limits(Arc::new(manager), limits)
         .map_err(|e| Failure::from_error("cannot list sessions", &e))?;
+    host.set_web_base_urls(args.web_base_urls_for_tests.clone());
     let has_policy = policy.is_some();
     // Nothing is connected yet: there is nobody to disconnect.
     let _ = host.set_access_policy(policy);
