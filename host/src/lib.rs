@@ -40,7 +40,8 @@
 //!
 //! Dependencies point down: `service` → `session` → `agent` → `provider`, `tool`,
 //! `projection` → `message`; `session` and `agent` write through `journal`, which sits on
-//! `message`, the model choice and `clock` only. Within each module too, no file imports one
+//! `message`, the model choice and `clock` only; `service` also asks `link`, which sits on
+//! `clock` only. Within each module too, no file imports one
 //! that imports it, and none imports the file that declares it (this one or a `mod.rs`): what
 //! a module's files share has a file of its own (here [`BoxFuture`], in `future`).
 //!

@@ -109,7 +109,7 @@ async fn baton_link_prints_one_url_links_lists_it_and_unlink_revokes_it() {
         ["ID", "ROLE", "SESSION", "CREATED", "LAST", "SEEN", "STATE"]
     );
     assert!(out.contains(&format!("web:{token}")), "{out}");
-    assert!(out.contains("unused link until"), "{out}");
+    assert!(out.contains("unused until"), "{out}");
 
     let (status, out, err) = cli(&url, &["unlink", &format!("web:{token}")]).await;
     assert!(status.success(), "{err}");

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::LinkError;
 use super::book::{Terms, Token};
+use super::error::LinkError;
 use super::minter::Minter;
 use super::secret::{hex, parse_digest};
 
@@ -25,7 +25,7 @@ pub const TOKENS_FILE: &str = "web-tokens.json";
 const TMP_FILE: &str = ".web-tokens.json.tmp";
 /// Its mode.
 const MODE: u32 = 0o600;
-/// Largest file read (a token is a few hundred bytes; [`MAX_TOKENS`](super::MAX_TOKENS) of
+/// Largest file read (a token is a few hundred bytes; [`MAX_TOKENS`](super::book::MAX_TOKENS) of
 /// them with certificates fit well within this).
 const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 const VERSION: u32 = 1;

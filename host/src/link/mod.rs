@@ -13,6 +13,7 @@
 //!   cancellations: the thin glue.
 //! * `file`: the token file in the sessions directory (0600, written atomically, digests
 //!   only).
+//! * [`LinkError`] (`error`): why the store could not do what was asked.
 //! * `secret`: OS-random secrets, SHA-256 digests, constant-time comparison.
 //! * [`Minter`] (`minter`): who minted a link, recorded so its rights can be worked out
 //!   again at each use.
@@ -22,6 +23,7 @@
 //! most what its minter may do at the time of each call.
 
 pub mod book;
+mod error;
 mod file;
 mod gate;
 mod minter;
@@ -29,36 +31,8 @@ mod secret;
 mod store;
 
 pub use book::{Listed, MAX_PENDING_LINKS, MAX_TOKENS, Revoked, Terms};
+pub use error::LinkError;
 pub use file::TOKENS_FILE;
 pub use gate::{PairRefused, Paired, WebPeer};
 pub use minter::Minter;
 pub use store::{DEFAULT_LINK_TTL, LinkGrant, LinkStore, MAX_LINK_TTL, Minted};
-
-use std::path::PathBuf;
-
-/// Why the store could not do what was asked. Its `Display` is one line.
-#[derive(Debug, thiserror::Error)]
-pub enum LinkError {
-    /// The token file could not be read or written.
-    #[error("browser token file {}: {source}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The token file is not one this host wrote.
-    #[error("browser token file {}: {message}", path.display())]
-    Invalid {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong (one line).
-        message: String,
-    },
-    /// The random source failed.
-    #[error("{0}")]
-    Random(String),
-    /// A limit refused it (one line).
-    #[error("{0}")]
-    Refused(String),
-}

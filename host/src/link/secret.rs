@@ -39,7 +39,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 
 /// The bytes written as hex (any case), or `None`.
 pub(crate) fn parse_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     text.as_bytes()

@@ -14,8 +14,8 @@ use baton_server::PeerIdentity;
 use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 
-use super::LinkError;
 use super::book::{Book, Listed, Revoked, Terms, Token};
+use super::error::LinkError;
 use super::file;
 use super::gate::{PairRefused, Paired, WebPeer};
 use super::secret::{CODE_BYTES, ID_BYTES, SECRET_BYTES, digest, random_hex};

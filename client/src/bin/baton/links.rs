@@ -1,5 +1,6 @@
 //! `baton link`, `baton links`, `baton unlink`: one-time links for the host's web listener
-//! (`baton.links`), the browser identities they became, and revoking them.
+//! (`baton.links`), the browser identities they became, and revoking them. A link for no
+//! session shows `(all)` as its session: the minter's own rights.
 
 use std::time::Duration;
 
@@ -16,8 +17,8 @@ const COLUMNS: [Column; 6] = [
     Column::fixed("ID"),
     Column::fixed("ROLE"),
     Column::flexible("SESSION"),
-    Column::flexible("CREATED"),
-    Column::flexible("LAST SEEN"),
+    Column::fixed("CREATED"),
+    Column::fixed("LAST SEEN"),
     Column::flexible("STATE"),
 ];
 
@@ -76,7 +77,7 @@ pub(crate) fn render(rows: &[Value], width: usize) -> String {
         .map(|r| {
             let session = field(r, "session");
             let state = if field(r, "pending").as_bool() == Some(true) {
-                format!("unused link until {}", when(field(r, "expiresAt")))
+                format!("unused until {}", when(field(r, "expiresAt")))
             } else {
                 "paired".to_owned()
             };
@@ -84,7 +85,7 @@ pub(crate) fn render(rows: &[Value], width: usize) -> String {
                 format!("web:{}", text(field(r, "id"))),
                 text(field(r, "role")),
                 if session.is_null() {
-                    "(all of the minter's)".to_owned()
+                    "(all)".to_owned()
                 } else {
                     text(session)
                 },
@@ -128,7 +129,7 @@ mod tests {
             )
             .unwrap(),
         ];
-        let t = render(&rows, 120);
+        let t = render(&rows, 140);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 3, "{t}");
         assert!(
@@ -137,7 +138,7 @@ mod tests {
         );
         assert!(
             lines[1].starts_with("web:ab12cd34")
-                && lines[1].contains("unused link until 2026-01-02 03:09:05"),
+                && lines[1].contains("unused until 2026-01-02 03:09:05"),
             "{t}"
         );
         assert!(
