@@ -34,13 +34,16 @@
 //!   limits that keep a session of any size watchable; the host's [`session::SessionManager`].
 //! * [`service`]: the `baton-server` host: `pi.session-management`, `pi.session-directory`,
 //!   `pi.models` and `pi.session`, with streamed text published as `a` ops.
+//! * [`link`]: browser identities and one-time links: the pairing codes `baton link`
+//!   mints, the hashed browser tokens they are traded for, and their file.
 //! * [`clock`]: the only wall-clock read; ISO-8601 text.
 //! * `web` (feature `web`): the web listener — the page, one-time pairing and the WebSocket
 //!   endpoint, handing each socket to the server (`Server::adopt`).
 //!
 //! Dependencies point down: `service` → `session` → `agent` → `provider`, `tool`,
 //! `projection` → `message`; `session` and `agent` write through `journal`, which sits on
-//! `message`, the model choice and `clock` only. Within each module too, no file imports one
+//! `message`, the model choice and `clock` only; `service` also asks `link`, which sits on
+//! `clock` only. Within each module too, no file imports one
 //! that imports it, and none imports the file that declares it (this one or a `mod.rs`): what
 //! a module's files share has a file of its own (here [`BoxFuture`], in `future`).
 //!
@@ -62,6 +65,7 @@ pub mod fuzzing;
 #[doc(hidden)]
 pub mod interop;
 pub mod journal;
+pub mod link;
 pub mod message;
 mod model_ref;
 pub mod projection;

@@ -16,7 +16,7 @@ use baton_host::provider::scripted::{DEFAULT_TOKEN_DELAY, ScriptedConfig};
 use baton_host::service::{AccessPolicy, ServiceHost, ServiceLimits};
 use baton_host::session::{HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
 use baton_host::tool::confinement_status;
-use baton_host::web::{PairRefused, Paired, WebConfig, WebGate, WebListener, WebPeer, WebTls};
+use baton_host::web::{WebConfig, WebGate, WebListener, WebTls};
 use baton_protocol::unix::BaseDir;
 use baton_protocol::{ServerId, unix};
 use baton_server::{ClientAuth, ListenAddr, Listener, Server, ServerConfig, TcpOptions, TlsConfig};
@@ -116,8 +116,8 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
             .await
             .map_err(|e| Failure::from_error("cannot start the server", &e))?,
     );
-    // Until the host's link store is wired in, no browser can pair or authenticate.
-    let gate: Arc<dyn WebGate> = Arc::new(NoLinksGate);
+    // Browsers pair with, and are recognised by, the host's link store.
+    let gate: Arc<dyn WebGate> = Arc::clone(host.links()) as Arc<dyn WebGate>;
     let mut web_listeners = Vec::new();
     for config in webs {
         let addr = config.addr;
@@ -141,6 +141,8 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
         .iter()
         .flat_map(|w| w.base_urls().iter().cloned())
         .collect();
+    // Before the addresses are announced, so a link minted by whoever reads them has a URL.
+    host.set_web_base_urls(web_base_urls.clone());
 
     let mut out = std::io::stdout().lock();
     for addr in server.local_addrs() {
@@ -371,20 +373,6 @@ fn default_socket_dir() -> PathBuf {
         std::env::var_os("XDG_RUNTIME_DIR").as_deref(),
         rustix::process::getuid().as_raw(),
     )
-}
-
-/// The browsers' gate until the host's link store is wired in: it pairs nobody and
-/// authenticates nobody.
-struct NoLinksGate;
-
-impl WebGate for NoLinksGate {
-    fn pair(&self, _code: &str) -> Result<Paired, PairRefused> {
-        Err(PairRefused("no links have been minted on this host".into()))
-    }
-
-    fn authenticate(&self, _cookie_value: &str) -> Option<WebPeer> {
-        None
-    }
 }
 
 /// The server's listeners and the web listeners of `--listen`. When every `--listen` is a

@@ -9,10 +9,19 @@
 //! | TLS with a verified client certificate | owns what it creates | `ungranted_tls` (default: owns what it creates) |
 //! | TLS without a certificate | refused at the listener | refused at the listener |
 //! | plain TCP (loopback) | admin (a warning at startup) | refused at the listener |
+//! | browser `web:<id>` (a live token) | its link's rights | its link's rights |
+//! | browser with a revoked or unknown token | nothing | nothing |
 //!
 //! An identity named by a grant has exactly what its grants give, plus, always, every right
 //! on the sessions it created (an owner may operate and remove them). `[[deny]]` refuses an
 //! identity whatever it is granted (except the host's own uid and in-process calls).
+//!
+//! A browser identity's link gives, worked out again at every call under the policy then in
+//! force: for one session, operator on it (viewer for a `--viewer` link), and only as far
+//! as the minter may then see and change it (no `create`, no `remove`); for no session, the
+//! minter's own rights, as the minter (same sight, same owner key: what it creates is the
+//! minter's), read-only for a `--viewer` link. A `[[grant]]` naming `web_token` gives it
+//! exactly what its grants give instead, and owns what it creates itself.
 //!
 //! A session the caller may not see does not exist for it: `session_not_found`, in listings,
 //! `attach` and `remove` alike. A visible session the caller may not change answers
@@ -27,6 +36,10 @@ use parking_lot::RwLock;
 
 use super::limits::owner_key;
 use super::policy::{AccessPolicy, Role, Ungranted};
+use crate::link::{LinkGrant, LinkStore};
+
+/// What a live browser token gives, by token id (`None`: unknown or revoked).
+pub(crate) type Links<'a> = &'a dyn Fn(&str) -> Option<LinkGrant>;
 
 /// A set of sessions a right covers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -70,6 +83,8 @@ pub(crate) struct Sight {
     /// The identity key its own sessions are recorded under ([`owner_key`]).
     pub(crate) key: String,
     sessions: Scope,
+    /// The one session a browser link is for: nothing else is seen.
+    only: Option<String>,
 }
 
 impl Sight {
@@ -78,14 +93,27 @@ impl Sight {
         Self {
             key: owner_key(None),
             sessions: Scope::All,
+            only: None,
         }
     }
 
     /// Whether a session with this id and recorded owner is visible. Sessions without an
     /// owner (created before owners were recorded) are visible to admins only.
     pub(crate) fn sees(&self, id: &str, owner: Option<&str>) -> bool {
-        self.sessions.contains(id) || owner == Some(self.key.as_str())
+        self.only.as_deref().is_none_or(|s| s == id)
+            && (self.sessions.contains(id) || owner == Some(self.key.as_str()))
     }
+}
+
+/// How a browser link narrows its minter's rights.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Limit {
+    /// The browser identity (`web:<id>`), for messages.
+    who: String,
+    /// The one session it is for.
+    session: Option<String>,
+    /// It may only view.
+    read_only: bool,
 }
 
 /// What one identity may do under one policy.
@@ -97,6 +125,8 @@ pub(crate) struct Rights {
     create: bool,
     operate: Scope,
     view: Scope,
+    /// A browser link's narrowing of its minter's rights (which the other fields are).
+    limit: Option<Limit>,
 }
 
 impl Rights {
@@ -107,6 +137,7 @@ impl Rights {
             create: false,
             operate: Scope::Nothing,
             view: Scope::Nothing,
+            limit: None,
         }
     }
 
@@ -117,7 +148,59 @@ impl Rights {
             create: true,
             operate: Scope::All,
             view: Scope::All,
+            limit: None,
         }
+    }
+
+    /// These rights as a browser link `who` narrows them.
+    fn limited(self, who: String, grant: LinkGrant) -> Self {
+        Self {
+            limit: Some(Limit {
+                who,
+                session: grant.session,
+                read_only: grant.read_only,
+            }),
+            ..self
+        }
+    }
+
+    /// The identity messages name: the browser's for a link, else the owner key.
+    fn who(&self) -> &str {
+        self.limit.as_ref().map_or(&self.key, |l| &l.who)
+    }
+
+    /// Whether it may only view (a `--viewer` link).
+    fn read_only(&self) -> bool {
+        self.limit.as_ref().is_some_and(|l| l.read_only)
+    }
+
+    /// Whether it is a link confined to one session or to viewing (no create, no remove).
+    fn narrowed(&self) -> bool {
+        self.limit
+            .as_ref()
+            .is_some_and(|l| l.read_only || l.session.is_some())
+    }
+
+    /// The role `baton links` shows for a link carrying these rights whole: `admin`,
+    /// `operator` (may change some sessions it does not own), `owner` (only its own) or
+    /// `viewer`.
+    pub(crate) fn role(&self) -> &'static str {
+        if self.read_only() {
+            "viewer"
+        } else if self.admin {
+            "admin"
+        } else if !self.operate.is_nothing() {
+            "operator"
+        } else if self.create {
+            "owner"
+        } else {
+            "viewer"
+        }
+    }
+
+    /// Whether it may change session `id` (recorded owner `owner`) at all.
+    pub(crate) fn may_operate(&self, id: &str, owner: Option<&str>) -> bool {
+        self.check_operate(id, owner).is_ok()
     }
 
     /// Whether it may connect at all.
@@ -129,27 +212,39 @@ impl Rights {
     pub(crate) fn sight(&self) -> Sight {
         Sight {
             key: self.key.clone(),
-            sessions: self.view.clone(),
+            sessions: if self.admin {
+                Scope::All
+            } else {
+                self.view.clone()
+            },
+            only: self.limit.as_ref().and_then(|l| l.session.clone()),
         }
     }
 
     /// Whether it sees the session `id` (recorded owner `owner`).
     pub(crate) fn sees(&self, id: &str, owner: Option<&str>) -> bool {
+        if let Some(only) = self.limit.as_ref().and_then(|l| l.session.as_deref())
+            && only != id
+        {
+            return false;
+        }
         self.admin || self.view.contains(id) || self.owns(owner)
     }
 
-    fn owns(&self, owner: Option<&str>) -> bool {
+    /// Whether it owns sessions recorded under `owner` (a browser acting as its minter
+    /// does).
+    pub(crate) fn owns(&self, owner: Option<&str>) -> bool {
         owner == Some(self.key.as_str())
     }
 
     /// `create`: allowed, or `forbidden`.
     pub(crate) fn check_create(&self) -> Result<(), ServiceError> {
-        if self.create {
+        if self.create && !self.narrowed() {
             Ok(())
         } else {
             Err(forbidden(format!(
                 "Identity {} may not create sessions",
-                self.key
+                self.who()
             )))
         }
     }
@@ -159,12 +254,12 @@ impl Rights {
         if !self.sees(id, owner) {
             return Err(ServiceError::session_not_found());
         }
-        if self.admin || self.owns(owner) || self.operate.contains(id) {
+        if !self.read_only() && (self.admin || self.owns(owner) || self.operate.contains(id)) {
             Ok(())
         } else {
             Err(forbidden(format!(
                 "Identity {} may only view session {id}",
-                self.key
+                self.who()
             )))
         }
     }
@@ -175,12 +270,12 @@ impl Rights {
         if !self.sees(id, owner) {
             return Err(ServiceError::session_not_found());
         }
-        if self.admin || self.owns(owner) {
+        if !self.narrowed() && (self.admin || self.owns(owner)) {
             Ok(())
         } else {
             Err(forbidden(format!(
                 "Identity {} may not remove session {id}",
-                self.key
+                self.who()
             )))
         }
     }
@@ -191,20 +286,28 @@ pub(crate) fn forbidden(message: impl Into<String>) -> ServiceError {
     ServiceError::from_code(ErrorCode::Forbidden, message)
 }
 
-/// The policy in force and the host's own uid; the policy is replaced whole on reload.
+/// The policy in force, the host's own uid, and the browser tokens whose rights it works
+/// out; the policy is replaced whole on reload.
 #[derive(Debug)]
 pub(crate) struct Access {
     host_uid: u32,
     policy: RwLock<Arc<Option<AccessPolicy>>>,
+    links: Arc<LinkStore>,
 }
 
 impl Access {
     /// No policy file: the safe defaults (module docs).
-    pub(crate) fn new(host_uid: u32) -> Self {
+    pub(crate) fn new(host_uid: u32, links: Arc<LinkStore>) -> Self {
         Self {
             host_uid,
             policy: RwLock::new(Arc::new(None)),
+            links,
         }
+    }
+
+    /// The browser tokens.
+    pub(crate) fn links(&self) -> &Arc<LinkStore> {
+        &self.links
     }
 
     /// The uid the host runs as.
@@ -225,7 +328,19 @@ impl Access {
 
     /// The rights of `identity` (`None`: an in-process call) under the policy in force.
     pub(crate) fn rights(&self, identity: Option<&PeerIdentity>) -> Rights {
-        rights(self.host_uid, self.current().as_ref().as_ref(), identity)
+        let links = |id: &str| self.links.grant(id);
+        rights(
+            self.host_uid,
+            self.current().as_ref().as_ref(),
+            identity,
+            &links,
+        )
+    }
+
+    /// Whether `identity` is the host's own account or an in-process call (which may mint
+    /// any link).
+    pub(crate) fn is_host_itself(&self, identity: Option<&PeerIdentity>) -> bool {
+        identity.is_none_or(|i| i.uid() == Some(self.host_uid))
     }
 
     /// The refusal for a peer that has no rights at all (`ServerHost::admit`).
@@ -244,11 +359,13 @@ impl Access {
     }
 }
 
-/// The rights of `identity` for a host running as `host_uid` under `policy`.
+/// The rights of `identity` for a host running as `host_uid` under `policy`, with the live
+/// browser tokens `links`.
 pub(crate) fn rights(
     host_uid: u32,
     policy: Option<&AccessPolicy>,
     identity: Option<&PeerIdentity>,
+    links: Links<'_>,
 ) -> Rights {
     let key = owner_key(identity);
     let Some(identity) = identity else {
@@ -258,6 +375,14 @@ pub(crate) fn rights(
     if identity.uid() == Some(host_uid) {
         return Rights::admin(key);
     }
+    // A browser whose token is revoked or unknown is nobody, whatever the policy names.
+    let link = match identity.web_token_id() {
+        Some(id) => match links(id) {
+            Some(grant) => Some(grant),
+            None => return Rights::none(key),
+        },
+        None => None,
+    };
     if let Some(p) = policy
         && p.denies.iter().any(|m| m.matches(identity))
     {
@@ -284,6 +409,11 @@ pub(crate) fn rights(
     if named {
         return rights;
     }
+    if let Some(grant) = link {
+        // Never more than the minter has now (a minter is never a browser).
+        let minter = self::rights(host_uid, policy, grant.minter.as_ref(), links);
+        return minter.limited(rights.key, grant);
+    }
     match identity {
         PeerIdentity::Tls { .. } => {
             rights.create = policy.is_none_or(|p| p.ungranted_tls == Ungranted::Own);
@@ -306,6 +436,10 @@ mod tests {
     use super::*;
 
     const HOST: u32 = 1000;
+
+    fn no_links(_: &str) -> Option<LinkGrant> {
+        None
+    }
 
     fn unix(uid: u32, name: &str) -> PeerIdentity {
         PeerIdentity::Unix {
@@ -334,13 +468,17 @@ mod tests {
         }
     }
 
+    fn store(dir: &std::path::Path) -> Arc<LinkStore> {
+        Arc::new(LinkStore::open(dir, Arc::new(crate::clock::SystemClock)).unwrap())
+    }
+
     fn policy(text: &str) -> AccessPolicy {
         AccessPolicy::from_toml(text).unwrap()
     }
 
     #[test]
     fn defaults_without_a_policy_are_safe() {
-        let r = |i: &PeerIdentity| rights(HOST, None, Some(i));
+        let r = |i: &PeerIdentity| rights(HOST, None, Some(i), &no_links);
         assert!(r(&unix(HOST, "me")).admin);
         assert!(!r(&unix(HOST + 1, "other")).admitted());
         let a = r(&tls("a"));
@@ -353,7 +491,10 @@ mod tests {
         };
         assert!(!r(&anonymous).admitted());
         assert!(r(&tcp()).admin, "tcp is admin without a policy");
-        assert!(rights(HOST, None, None).admin, "in-process calls");
+        assert!(
+            rights(HOST, None, None, &no_links).admin,
+            "in-process calls"
+        );
     }
 
     #[test]
@@ -375,7 +516,7 @@ mod tests {
             unix_user = "alice"
             "#
         ));
-        let r = |i: &PeerIdentity| rights(HOST, Some(&p), Some(i));
+        let r = |i: &PeerIdentity| rights(HOST, Some(&p), Some(i), &no_links);
         let b = r(&bob);
         assert!(b.check_operate("s1", Some("x")).is_ok());
         assert!(
@@ -416,12 +557,13 @@ mod tests {
         let p = policy(&format!(
             "[[grant]]\nrole = \"admin\"\ntls_cn = \"a\"\n[[deny]]\ntls_fingerprint = \"{fp}\"\n"
         ));
-        assert!(!rights(HOST, Some(&p), Some(&a)).admitted());
+        assert!(!rights(HOST, Some(&p), Some(&a), &no_links).admitted());
         let p = policy("ungranted_tls = \"none\"\n[[grant]]\nrole = \"viewer\"\ntcp = true\n");
-        assert!(!rights(HOST, Some(&p), Some(&tls("b"))).admitted());
-        let t = rights(HOST, Some(&p), Some(&tcp()));
+        assert!(!rights(HOST, Some(&p), Some(&tls("b")), &no_links).admitted());
+        let t = rights(HOST, Some(&p), Some(&tcp()), &no_links);
         assert!(t.admitted() && !t.create);
-        let access = Access::new(HOST);
+        let dir = tempfile::tempdir().unwrap();
+        let access = Access::new(HOST, store(dir.path()));
         let e = access.admit(&unix(HOST + 1, "x")).unwrap_err();
         assert!(e.is(ErrorCode::Forbidden));
         assert_eq!(
@@ -430,5 +572,148 @@ mod tests {
         );
         assert!(access.replace(Some(p)).is_none());
         assert!(access.admit(&tls("c")).is_err());
+    }
+
+    fn web(id: &str) -> PeerIdentity {
+        PeerIdentity::Web {
+            token_id: id.to_owned(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 4)),
+        }
+    }
+
+    /// Links by token id: `a1` for session s1 minted by `minter`, `a2` the same read-only,
+    /// `a3` for no session, `a4` for no session read-only.
+    fn links_of(minter: &PeerIdentity) -> impl Fn(&str) -> Option<LinkGrant> + use<> {
+        let minter = minter.clone();
+        move |id: &str| {
+            let (session, read_only) = match id {
+                "a1" => (Some("s1".to_owned()), false),
+                "a2" => (Some("s1".to_owned()), true),
+                "a3" => (None, false),
+                "a4" => (None, true),
+                _ => return None,
+            };
+            Some(LinkGrant {
+                minter: Some(minter.clone()),
+                session,
+                read_only,
+            })
+        }
+    }
+
+    #[test]
+    fn a_link_never_exceeds_its_minter_at_the_time_of_use() {
+        let bob = tls("bob");
+        let p = policy("[[grant]]\nrole = \"operator\"\ntls_cn = \"bob\"\nsessions = [\"s1\"]\n");
+        let links = links_of(&bob);
+        let r = |id: &str, p: Option<&AccessPolicy>| rights(HOST, p, Some(&web(id)), &links);
+        // For one session: operator on it and nothing else, no create, no remove.
+        let one = r("a1", Some(&p));
+        assert!(one.admitted());
+        assert!(one.check_operate("s1", Some("x")).is_ok());
+        assert!(
+            one.check_operate("s2", Some("x"))
+                .unwrap_err()
+                .is(ErrorCode::SessionNotFound)
+        );
+        assert!(one.check_create().unwrap_err().is(ErrorCode::Forbidden));
+        assert!(
+            one.check_remove("s1", Some("x"))
+                .unwrap_err()
+                .is(ErrorCode::Forbidden)
+        );
+        let bobs = owner_key(Some(&bob));
+        assert!(
+            !one.sees("s9", Some(&bobs)),
+            "a link for s1 does not see the minter's other sessions"
+        );
+        assert!(!one.sight().sees("s9", Some(&bobs)));
+        assert!(one.sight().sees("s1", Some("x")));
+        // The minter loses s1: so does the link, at once.
+        let narrower =
+            policy("[[grant]]\nrole = \"viewer\"\ntls_cn = \"bob\"\nsessions = [\"s1\"]\n");
+        let refused = r("a1", Some(&narrower))
+            .check_operate("s1", Some("x"))
+            .unwrap_err();
+        assert!(refused.is(ErrorCode::Forbidden));
+        assert_eq!(
+            refused.to_wire().message,
+            "Identity web:a1 may only view session s1"
+        );
+        // Without a policy bob owns only what he created: the link is operator on s1 only
+        // if bob owns s1.
+        let owned = r("a1", None);
+        assert!(owned.check_operate("s1", Some(&bobs)).is_ok());
+        assert!(owned.check_operate("s1", Some("someone")).is_err());
+        // No session: the minter's own rights, as the minter (same owner key).
+        let all = r("a3", None);
+        assert_eq!(all.key, bobs, "what the browser creates is the minter's");
+        assert!(all.check_create().is_ok());
+        assert!(all.check_operate("s7", Some(&bobs)).is_ok());
+        assert!(all.check_remove("s7", Some(&bobs)).is_ok());
+        assert!(!all.sees("s7", Some("someone")));
+    }
+
+    #[test]
+    fn a_viewer_link_cannot_mutate() {
+        let links = links_of(&unix(HOST, "me"));
+        for id in ["a2", "a4"] {
+            let r = rights(HOST, None, Some(&web(id)), &links);
+            assert!(
+                r.sees("s1", None),
+                "{id}: the host's own links see everything"
+            );
+            let refused = r.check_operate("s1", None).unwrap_err();
+            assert!(refused.is(ErrorCode::Forbidden), "{id}");
+            assert!(r.check_create().unwrap_err().is(ErrorCode::Forbidden));
+            assert!(
+                r.check_remove("s1", None)
+                    .unwrap_err()
+                    .is(ErrorCode::Forbidden)
+            );
+            assert_eq!(r.role(), "viewer");
+        }
+        // The host's own uid's link for no session is an admin's.
+        let admin = rights(HOST, None, Some(&web("a3")), &links);
+        assert!(admin.check_remove("s1", None).is_ok());
+        assert_eq!(admin.role(), "admin");
+    }
+
+    #[test]
+    fn a_revoked_or_unknown_token_has_nothing_whatever_the_policy_grants() {
+        let links = links_of(&unix(HOST, "me"));
+        let p = policy("[[grant]]\nrole = \"admin\"\nweb_token = \"a9\"\n");
+        let gone = rights(HOST, Some(&p), Some(&web("a9")), &links);
+        assert!(!gone.admitted());
+        assert!(!gone.sees("s1", None));
+    }
+
+    #[test]
+    fn the_policy_grants_and_denies_browser_identities_by_web_token() {
+        let links = links_of(&unix(HOST, "me"));
+        let p = policy(
+            "[[grant]]\nrole = \"viewer\"\nweb_token = \"a3\"\nsessions = [\"s2\"]\n[[deny]]\nweb_token = \"a1\"\n",
+        );
+        let denied = rights(HOST, Some(&p), Some(&web("a1")), &links);
+        assert!(!denied.admitted(), "denied whatever its link gives");
+        // Named by a grant: exactly what it grants, instead of the link's admin rights.
+        let granted = rights(HOST, Some(&p), Some(&web("a3")), &links);
+        assert!(granted.sees("s2", Some("x")));
+        assert!(!granted.sees("s1", Some("x")));
+        assert!(
+            granted
+                .check_operate("s2", Some("x"))
+                .unwrap_err()
+                .is(ErrorCode::Forbidden)
+        );
+        assert_eq!(granted.key, "web:a3");
+        // Others keep their link's rights.
+        assert!(rights(HOST, Some(&p), Some(&web("a4")), &links).admitted());
+        // A reload that names a browser changes its rights (so its connections close).
+        let none: Option<&AccessPolicy> = None;
+        assert_ne!(
+            rights(HOST, none, Some(&web("a1")), &links),
+            rights(HOST, Some(&p), Some(&web("a1")), &links)
+        );
     }
 }

@@ -18,6 +18,7 @@ use super::server_scope::ServerServices;
 use super::session_scope::SessionLease;
 use super::shared::Shared;
 use crate::journal::StoreError;
+use crate::link::LinkStore;
 use crate::session::SessionManager;
 
 /// Serves a [`SessionManager`] through a `baton-server` [`Server`].
@@ -78,10 +79,25 @@ impl ServiceHost {
         let old = current.replace(policy);
         let new = current.current();
         let uid = current.host_uid();
+        let store = Arc::clone(current.links());
         move |identity| {
-            access::rights(uid, old.as_ref().as_ref(), Some(identity))
-                != access::rights(uid, new.as_ref().as_ref(), Some(identity))
+            let links = |id: &str| store.grant(id);
+            access::rights(uid, old.as_ref().as_ref(), Some(identity), &links)
+                != access::rights(uid, new.as_ref().as_ref(), Some(identity), &links)
         }
+    }
+
+    /// The browser identities and one-time links (`baton link`): what the web listener's
+    /// gate pairs and authenticates with.
+    pub fn links(&self) -> &Arc<LinkStore> {
+        self.shared.access.links()
+    }
+
+    /// The web listener's public base URLs, first preferred, that `baton link` makes its
+    /// URLs from (`http://127.0.0.1:7880`, `https://NAME:PORT`). Until some are set, minting
+    /// a link answers that this host serves no web listener.
+    pub fn set_web_base_urls(&self, urls: Vec<String>) {
+        self.links().set_web_base_urls(urls);
     }
 
     /// Reads the policy file at `path`, puts it in force, and closes the live connections of

@@ -57,6 +57,7 @@ impl ServiceLimits {
 /// | TLS with a verified client certificate | `tls:sha256=<fingerprint hex>` |
 /// | TLS without one | `tls` |
 /// | plain TCP (nothing is authenticated) | `tcp` |
+/// | a browser (web listener) | `web:<token id>` |
 /// | no connection (in-process calls) | `local` |
 pub fn owner_key(identity: Option<&PeerIdentity>) -> String {
     match identity {
@@ -68,6 +69,7 @@ pub fn owner_key(identity: Option<&PeerIdentity>) -> String {
         }) => format!("tls:sha256={}", cert.sha256_fingerprint_hex()),
         Some(PeerIdentity::AnonymousTls { .. }) => "tls".to_owned(),
         Some(PeerIdentity::Tcp { .. }) => "tcp".to_owned(),
+        Some(PeerIdentity::Web { token_id, .. }) => format!("web:{token_id}"),
         // A transport added later authenticates nothing we know of yet.
         Some(_) => "unknown".to_owned(),
     }
@@ -94,6 +96,11 @@ mod tests {
         assert_eq!(owner_key(Some(&tcp(1))), "tcp");
         assert_eq!(owner_key(Some(&tcp(2))), "tcp");
         assert_eq!(owner_key(None), "local");
+        let web = PeerIdentity::Web {
+            token_id: "ab12cd34".into(),
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], 3)),
+        };
+        assert_eq!(owner_key(Some(&web)), "web:ab12cd34");
     }
 
     #[test]

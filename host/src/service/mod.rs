@@ -24,6 +24,9 @@
 //!   closes after an idle timeout and reopens on the next attach, at most so many sessions
 //!   are open at once, and one identity owns at most so many sessions (`idle`, `limits`,
 //!   `owners`, `idle_clock`).
+//! * Browser identities (`web:<id>`, [`crate::link`]) get their rights from their link,
+//!   never more than the minter's at the time of each call; `baton.links` (`links`) mints,
+//!   lists and revokes them.
 //! * Whether a session is open has one owner, the `residency`; the directory, the open cap
 //!   and the server's handles ask it or are told by it, and keep no copy.
 //! * [`ServiceHost`] (`host`) is what the server calls; the state it and every connection's
@@ -43,6 +46,7 @@ mod host;
 mod idle;
 mod idle_clock;
 mod limits;
+mod links;
 mod live;
 mod owners;
 mod policy;

@@ -19,6 +19,9 @@
 //! [[grant]]
 //! role = "operator"
 //! tcp = true                   # the loopback TCP listener's peers
+//! [[grant]]
+//! role = "viewer"
+//! web_token = "3f2a9c1e"       # a browser identity, web:<id> (`baton links`)
 //! [[deny]]
 //! tls_fingerprint = "…"        # refused at the listener whatever it is granted
 //! ```
@@ -92,6 +95,8 @@ pub enum Matcher {
     Tcp,
     /// Every TLS peer without a client certificate: one shared identity, `tls`.
     TlsAnonymous,
+    /// The browser identity `web:<id>` with this token id (as `baton links` lists it).
+    WebToken(String),
 }
 
 impl Matcher {
@@ -112,6 +117,7 @@ impl Matcher {
             Self::TlsSanUri(uri) => cert.is_some_and(|c| c.uris().any(|u| u == uri)),
             Self::Tcp => matches!(identity, PeerIdentity::Tcp { .. }),
             Self::TlsAnonymous => matches!(identity, PeerIdentity::AnonymousTls { .. }),
+            Self::WebToken(id) => identity.web_token_id() == Some(id.as_str()),
         }
     }
 }
@@ -193,6 +199,7 @@ struct RawGrant {
     tls_san_uri: Option<String>,
     tcp: Option<bool>,
     tls_anonymous: Option<bool>,
+    web_token: Option<String>,
 }
 
 impl RawGrant {
@@ -207,6 +214,7 @@ impl RawGrant {
             tls_san_uri: self.tls_san_uri.take(),
             tcp: self.tcp.take(),
             tls_anonymous: self.tls_anonymous.take(),
+            web_token: self.web_token.take(),
         }
     }
 }
@@ -224,10 +232,11 @@ struct RawIdentity {
     tls_san_uri: Option<String>,
     tcp: Option<bool>,
     tls_anonymous: Option<bool>,
+    web_token: Option<String>,
 }
 
 const IDENTITY_KEYS: &str = "unix_user, unix_uid, tls_cn, tls_fingerprint, tls_san_dns, \
-                             tls_san_email, tls_san_uri, tcp, tls_anonymous";
+                             tls_san_email, tls_san_uri, tcp, tls_anonymous, web_token";
 
 impl RawIdentity {
     fn matcher(self) -> Result<Matcher, String> {
@@ -273,11 +282,29 @@ impl RawIdentity {
         if let Some(v) = self.tls_anonymous {
             found.push(flag("tls_anonymous", v, Matcher::TlsAnonymous)?);
         }
+        if let Some(v) = self.web_token {
+            found.push(Matcher::WebToken(web_token(&v)?));
+        }
         match found.len() {
             1 => Ok(found.remove(0)),
             0 => Err(format!("names no identity (give one of {IDENTITY_KEYS})")),
             _ => Err("names more than one identity; write one entry per identity".to_owned()),
         }
+    }
+}
+
+/// A browser token id as written: the hex id `baton links` shows, `web:` before it allowed.
+fn web_token(text: &str) -> Result<String, String> {
+    let id = text.strip_prefix("web:").unwrap_or(text);
+    if !id.is_empty()
+        && id.len() <= 64
+        && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        Ok(id.to_owned())
+    } else {
+        Err(format!(
+            "web_token {text:?} is not a browser token id (the lowercase hex id `baton links` shows)"
+        ))
     }
 }
 
@@ -415,12 +442,17 @@ mod tests {
             [[grant]]
             role = "operator"
             tcp = true
+            [[grant]]
+            role = "viewer"
+            web_token = "web:3f2a9c1e"
             [[deny]]
             unix_uid = 1001
+            [[deny]]
+            web_token = "ab12cd34"
             "#
         );
         let p = AccessPolicy::from_toml(&text).unwrap();
-        assert_eq!(p.grants.len(), 4);
+        assert_eq!(p.grants.len(), 5);
         assert_eq!(p.grants[0].matcher, Matcher::UnixUser("alice".into()));
         assert_eq!(p.grants[1].role, Role::Operator);
         assert_eq!(
@@ -432,7 +464,11 @@ mod tests {
             Matcher::TlsFingerprint("ab12cd34ef567890".repeat(4))
         );
         assert_eq!(p.grants[3].matcher, Matcher::Tcp);
-        assert_eq!(p.denies, [Matcher::UnixUid(1001)]);
+        assert_eq!(p.grants[4].matcher, Matcher::WebToken("3f2a9c1e".into()));
+        assert_eq!(
+            p.denies,
+            [Matcher::UnixUid(1001), Matcher::WebToken("ab12cd34".into())]
+        );
         assert_eq!(p.ungranted_tls, Ungranted::Own);
         assert_eq!(
             AccessPolicy::from_toml("").unwrap(),
@@ -469,5 +505,7 @@ mod tests {
         );
         assert!(error("[[deny]]\nrole = \"admin\"\ntcp = true\n").contains("role"));
         assert!(error("ungranted_tls = \"maybe\"\n").contains("line 1"));
+        assert!(error("[[deny]]\nweb_token = \"AB-12\"\n").contains("not a browser token id"));
+        assert!(error("[[deny]]\nweb_tokens = \"ab12\"\n").contains("web_tokens"));
     }
 }

@@ -1,5 +1,6 @@
 //! The server-scope services of one connection: `pi.session-management`,
-//! `pi.session-directory`, `pi.models` and their `$chord.service` control calls.
+//! `pi.session-directory`, `pi.models` and their `$chord.service` control calls, and
+//! baton's own `baton.links` (callable, not catalogued: see `super::links`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,11 +11,11 @@ use baton_server::chord::{ControlCall, RemoteServiceError, ServiceCall, ServiceM
 use baton_server::{CallResult, Context, Presentation, Publisher, ServiceError, ServiceScope};
 
 use super::args::{arity, string_arg};
-use super::directory;
 use super::errors::{busy, invalid, service_error};
 use super::publish::{Owner, SubscriptionIds, snapshot};
 use super::shared::Shared;
 use super::wire::parse_model;
+use super::{directory, links};
 use crate::model_ref::ThinkingLevel;
 use crate::session::{CreateOptions, Phase};
 
@@ -198,6 +199,12 @@ impl ServiceScope for ServerServices {
         let service = call.service_id.as_str();
         if service == baton_protocol::chord::SERVICE_CONTROL_ID {
             return self.control(&call, publish, &ctx);
+        }
+        if service == links::SERVICE {
+            if call.instance.is_some() {
+                return Err(RemoteServiceError::singleton_addressed(service).into());
+            }
+            return links::invoke(&self.shared, &call.member, args, &ctx);
         }
         // Upstream's `RemoteServiceProvider.invoke` order: allowlist, instance address, member.
         if !SERVICES.contains(&service) {

@@ -21,7 +21,9 @@ use super::residency::Residency;
 #[cfg(test)]
 use super::test_hooks::Hooks;
 use super::wire;
+use crate::clock::SystemClock;
 use crate::journal::StoreError;
+use crate::link::LinkStore;
 use crate::session::SessionManager;
 
 /// The state of one host.
@@ -82,6 +84,13 @@ impl Shared {
                 })
                 .collect(),
         );
+        let links =
+            LinkStore::open(manager.sessions_dir(), Arc::new(SystemClock)).map_err(|e| {
+                StoreError::Io {
+                    path: manager.sessions_dir().join(crate::link::TOKENS_FILE),
+                    source: std::io::Error::other(e.to_string()),
+                }
+            })?;
         let residency = Arc::new(Residency::default());
         Ok(Self {
             manager,
@@ -91,7 +100,7 @@ impl Shared {
             )),
             models,
             limits,
-            access: Access::new(rustix::process::getuid().as_raw()),
+            access: Access::new(rustix::process::getuid().as_raw(), Arc::new(links)),
             residency,
             reaper_started: AtomicBool::new(false),
             tracker: TaskTracker::new(),

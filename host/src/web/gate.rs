@@ -1,10 +1,10 @@
 //! What the web listener asks of the host's browser identities: pairing a one-time code for a
-//! cookie, and naming the live identity a cookie belongs to. The host's link store implements
-//! it; the listener knows nothing of how tokens are kept.
+//! cookie, and naming the live identity a cookie belongs to. The host's [`LinkStore`]
+//! implements it; the listener knows nothing of how tokens are kept, and tests give it a
+//! fake.
 
-use std::fmt;
-
-use tokio_util::sync::CancellationToken;
+use crate::link::LinkStore;
+pub use crate::link::{PairRefused, Paired, WebPeer};
 
 /// The browser identities the web listener consults.
 pub trait WebGate: Send + Sync + 'static {
@@ -17,42 +17,12 @@ pub trait WebGate: Send + Sync + 'static {
     fn authenticate(&self, cookie_value: &str) -> Option<WebPeer>;
 }
 
-/// A code traded for a token: the cookie to set, and who the browser now is.
-#[derive(Debug, Clone)]
-pub struct Paired {
-    /// The `baton_web` cookie's value (the token's secret; never logged).
-    pub cookie_value: String,
-    /// The identity the cookie names.
-    pub peer: WebPeer,
-}
+impl WebGate for LinkStore {
+    fn pair(&self, code: &str) -> Result<Paired, PairRefused> {
+        LinkStore::pair(self, code)
+    }
 
-/// A live browser identity, `web:<token_id>`.
-#[derive(Clone)]
-pub struct WebPeer {
-    /// The token's public id.
-    pub token_id: String,
-    /// `viewer`, `operator`, `admin` or `owner`: the rights of whoever minted the link.
-    pub role: String,
-    /// The session the link was for (full id), if any.
-    pub session: Option<String>,
-    /// Cancelled when the token is revoked (`baton unlink`): the listener then closes every
-    /// live socket of the token at once.
-    pub revoked: CancellationToken,
-}
-
-impl fmt::Debug for WebPeer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WebPeer")
-            .field("token_id", &self.token_id)
-            .field("role", &self.role)
-            .field("session", &self.session)
-            .field("revoked", &self.revoked.is_cancelled())
-            .finish()
+    fn authenticate(&self, cookie_value: &str) -> Option<WebPeer> {
+        LinkStore::authenticate(self, cookie_value)
     }
 }
-
-/// Why a code was not traded: one line for the page ("this link has expired", "this link was
-/// already used", "unknown link").
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct PairRefused(pub String);

@@ -4,8 +4,8 @@
 //! | path | checks | answer |
 //! |---|---|---|
 //! | `GET /`, `/assets/app.js`, `/assets/app.css` | Host | the embedded page |
-//! | `POST /pair` (JSON `{"code"}`, ≤ 4 KiB) | Host, Origin (required) | 200 + `Set-Cookie`, or 403 `{"error"}` |
-//! | `GET /me` | Host, Origin (if sent) | 200 `{"tokenId","role","session"}`, or 401 `{"error"}` |
+//! | `POST /pair` (JSON `{"code"}`, ≤ 4 KiB) | Host, Origin (required) | 200 `{"tokenId","role","session","serverId"}` + `Set-Cookie`, or 403 `{"error"}` |
+//! | `GET /me` | Host, Origin (if sent) | 200 as `/pair`, or 401 `{"error"}` |
 //! | `GET /ws` | Host, Origin (required), cookie | 101 and the socket, or 403 with one line |
 //!
 //! A refused request is answered before anything is upgraded or any protocol byte flows.
@@ -154,7 +154,7 @@ async fn pair<H: ServerHost>(site: &Site<H>, req: Request<Incoming>, host: &str)
     match site.gate.pair(&code) {
         Ok(paired) => {
             tracing::info!(token = %paired.peer.token_id, role = %paired.peer.role, "browser paired");
-            let mut r = json(StatusCode::OK, &peer_json(&paired.peer));
+            let mut r = json(StatusCode::OK, &peer_json(site, &paired.peer));
             if let Ok(v) =
                 HeaderValue::from_str(&cookie::set(&paired.cookie_value, site.hosts.scheme()))
             {
@@ -171,7 +171,7 @@ fn me<H: ServerHost>(site: &Site<H>, req: &Request<Incoming>, host: &str) -> Res
         return json_error(StatusCode::FORBIDDEN, why);
     }
     match cookie::read(req.headers()).and_then(|c| site.gate.authenticate(c)) {
-        Some(peer) => json(StatusCode::OK, &peer_json(&peer)),
+        Some(peer) => json(StatusCode::OK, &peer_json(site, &peer)),
         None => json_error(
             StatusCode::UNAUTHORIZED,
             "not paired: open a link from `baton link`",
@@ -276,11 +276,14 @@ async fn serve_socket<H: ServerHost>(
     }
 }
 
-fn peer_json(peer: &WebPeer) -> serde_json::Value {
+/// Who the browser is, and the server id its client must expect in `hello` (so the page
+/// needs no probe connection to learn it).
+fn peer_json<H: ServerHost>(site: &Site<H>, peer: &WebPeer) -> serde_json::Value {
     serde_json::json!({
         "tokenId": peer.token_id,
         "role": peer.role,
         "session": peer.session,
+        "serverId": site.server.server_id().to_string(),
     })
 }
 

@@ -163,6 +163,25 @@ pub(crate) enum Command {
         /// The session: id, name or unique id prefix.
         session: String,
     },
+    /// Mint a one-time link for a browser and print its URL (the host's web listener).
+    Link {
+        /// The session it is for (id, name or unique id prefix); omitted: your own rights.
+        session: Option<String>,
+        /// Read-only: the browser may watch, never change anything.
+        #[arg(long)]
+        viewer: bool,
+        /// How long the link stays usable, e.g. 90s, 10m, 2h (default 5m, at most 24h).
+        #[arg(long, value_name = "DURATION", value_parser = crate::links::parse_duration)]
+        ttl: Option<std::time::Duration>,
+    },
+    /// List browser identities and unused links (ID, ROLE, SESSION, CREATED, LAST SEEN);
+    /// --json: one array.
+    Links,
+    /// Revoke a browser identity or an unused link; its connections close at once.
+    Unlink {
+        /// The id `baton links` shows (`web:` before it allowed).
+        id: String,
+    },
     /// Print a shell completion script, e.g. `baton completions bash >
     /// ~/.local/share/bash-completion/completions/baton`.
     Completions {
@@ -275,6 +294,36 @@ mod tests {
                 thinking: None
             }
         );
+    }
+
+    #[test]
+    fn link_takes_an_optional_session_viewer_and_ttl() {
+        let a = p("link demo --viewer --ttl 10m").unwrap();
+        assert_eq!(
+            a.command,
+            Command::Link {
+                session: Some("demo".into()),
+                viewer: true,
+                ttl: Some(std::time::Duration::from_secs(600)),
+            }
+        );
+        let a = p("link").unwrap();
+        assert_eq!(
+            a.command,
+            Command::Link {
+                session: None,
+                viewer: false,
+                ttl: None
+            }
+        );
+        assert_eq!(
+            p("unlink ab12cd34").unwrap().command,
+            Command::Unlink {
+                id: "ab12cd34".into()
+            }
+        );
+        assert_eq!(p("link --ttl 5").unwrap_err().exit_code(), 2);
+        assert_eq!(p("unlink").unwrap_err().exit_code(), 2);
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod ending;
 mod failure;
 mod item;
 mod line_view;
+mod links;
 mod live;
 mod resolve;
 mod sessions;
@@ -351,6 +352,60 @@ async fn execute(
                 json: s.json,
             })
             .await
+        }
+        Command::Link {
+            session,
+            viewer,
+            ttl,
+        } => {
+            let mut opts = Map::new();
+            if let Some(session) = session {
+                let entry = resolve_session(client, s, &session).await?;
+                opts.insert("session", Value::from(entry.id));
+            }
+            if viewer {
+                opts.insert("viewer", Value::from(true));
+            }
+            if let Some(ttl) = ttl {
+                let ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+                let ms = Value::try_from(ms)
+                    .map_err(|_| Failure::usage("--ttl is longer than the host accepts (24h)"))?;
+                opts.insert("ttlMs", ms);
+            }
+            let minted = server_call(client, s, links::SERVICE, "mint", vec![Value::Map(opts)])
+                .await?
+                .into_value();
+            if s.json {
+                return print_json(&mut out, &minted);
+            }
+            writeln!(out, "{}", text(field(&minted, "url")))?;
+            Ok(())
+        }
+        Command::Links => {
+            let list = server_call(client, s, links::SERVICE, "list", vec![])
+                .await?
+                .into_value();
+            if s.json {
+                return print_json(&mut out, &list);
+            }
+            let rows = list.as_array().cloned().unwrap_or_default();
+            if rows.is_empty() {
+                writeln!(out, "no browser identities or links")?;
+                return Ok(());
+            }
+            out.write_all(links::render(&rows, table::output_width()).as_bytes())?;
+            Ok(())
+        }
+        Command::Unlink { id } => {
+            let mut arg = Map::new();
+            arg.insert("id", Value::from(id));
+            let revoked = server_call(client, s, links::SERVICE, "revoke", vec![Value::Map(arg)])
+                .await?
+                .into_value();
+            if s.json {
+                return print_json(&mut out, &revoked);
+            }
+            Ok(())
         }
         // Answered before connecting.
         Command::Completions { .. } => Ok(()),
