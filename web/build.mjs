@@ -4,16 +4,18 @@
 // and compares (.ci/web-bundle-check).
 //
 //   node web/build.mjs            (or: npm run build --prefix web)
+//   node web/build.mjs --out DIR  (writes DIR/ instead of dist/: what the check compares)
 
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 
 import { build } from "esbuild";
 
 const WEB = dirname(fileURLToPath(import.meta.url));
-const DIST = join(WEB, "dist");
+const outAt = process.argv.indexOf("--out");
+const DIST = outAt > 0 ? resolve(process.argv[outAt + 1]) : join(WEB, "dist");
 
 const common = {
   absWorkingDir: WEB,
