@@ -102,7 +102,10 @@ export function renderItem(item, ctx) {
         if (!details.open || loaded || item.status === "running" || !published) return;
         loaded = true;
         ctx.readFull(item, path).then(
-          (full) => out.querySelector("code").replaceChildren(full),
+          (full) => {
+            out.querySelector("code").replaceChildren(full);
+            node.dataset.full = "read";
+          },
           (error) => details.append(el("div", "error-text", `Could not read the full output: ${error.message}`)),
         );
       });

@@ -81,6 +81,8 @@ const page = {
   models: [],
   sessions: [],
   renderQueued: false,
+  stick: true, // keep the transcript scrolled to its end
+  shownSession: undefined, // the session whose draft the composer holds
   reconcileDue: false,
 };
 const pending = new PendingStore(sessionStorage);
@@ -291,8 +293,11 @@ async function attach(id) {
     if (page.session !== session) return;
     onState(state);
   });
+  // A reattach to the session on screen keeps what the composer holds; opening another one
+  // (or this tab's first attach) brings back that session's draft.
+  if (page.shownSession !== id) ui.prompt.value = sessionStorage.getItem(`baton.draft.${id}`) ?? "";
+  page.shownSession = id;
   onState(facade.state.value);
-  ui.prompt.value = pending.get(id) ? ui.prompt.value : (sessionStorage.getItem(`baton.draft.${id}`) ?? "");
 }
 
 // Immediately on `online`, on the tab becoming visible and on a back/forward-cache restore;
@@ -308,8 +313,12 @@ function installWakeups() {
     void connectLoop();
   };
   addEventListener("online", () => wake("online"));
+  // The browser says the network is gone: a socket that looks open is most likely dead (a
+  // phone's radio went), so it is closed now and reopened on `online`, rather than left to
+  // time out minutes later. A turn is not stopped by this: it belongs to the session.
   addEventListener("offline", () => {
-    if (!page.client?.connected) setConn("reconnecting… (offline)");
+    if (page.client?.connected) page.client.disconnect("the browser went offline");
+    setConn("reconnecting… (offline)");
   });
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") wake("visible");
@@ -338,6 +347,7 @@ async function checkAlive(why) {
 // state → DOM
 
 function resetTranscript() {
+  page.stick = true;
   page.state = undefined;
   page.older.clear();
   page.firstPos = 0;
@@ -382,11 +392,12 @@ function scheduleRender() {
 }
 
 function renderAll() {
-  renderTranscript();
+  // What changes the transcript's height first, so it is scrolled against its final size.
   renderStatus();
   renderComposer();
   renderSessions();
   renderSelectors();
+  renderTranscript();
 }
 
 function itemsInOrder() {
@@ -406,7 +417,7 @@ const readContext = { readFull };
 
 function renderTranscript() {
   const box = ui.transcript;
-  const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 48;
+  const atBottom = page.stick;
   const items = itemsInOrder();
   const seen = new Set();
   items.forEach((item, index) => {
@@ -730,7 +741,8 @@ function reconcilePending(state) {
     notice("Reconnected: your last message had reached the host.");
     return;
   }
-  if (ui.prompt && ui.prompt.value === "") ui.prompt.value = entry.original ?? entry.text;
+  const lost = entry.original ?? entry.text;
+  ui.prompt.value = ui.prompt.value === "" || page.shownSession !== id ? lost : `${lost}\n${ui.prompt.value}`;
   sessionStorage.setItem(`baton.draft.${id}`, ui.prompt.value);
   notice(
     entry.kind === "bash"
@@ -754,8 +766,15 @@ function installUi() {
       ui.toggle.focus();
     }
   });
+  // The composer growing, the phone's keyboard, a rotation: stay at the end if it was there.
+  new ResizeObserver(() => {
+    if (page.stick) ui.transcript.scrollTop = ui.transcript.scrollHeight;
+  }).observe(ui.transcript);
   ui.transcript.addEventListener("scroll", () => {
-    if (ui.transcript.scrollTop < 300) void loadOlder();
+    const box = ui.transcript;
+    // Following the end of the conversation until the user scrolls away from it.
+    page.stick = box.scrollHeight - box.scrollTop - box.clientHeight < 48;
+    if (box.scrollTop < 300) void loadOlder();
   });
   ui.createButton?.addEventListener("click", createSession);
   ui.newName?.addEventListener("keydown", (event) => {
@@ -774,7 +793,7 @@ function installUi() {
     }
   });
   ui.prompt.addEventListener("input", () => {
-    const id = page.session?.id;
+    const id = page.sessionId;
     if (id) sessionStorage.setItem(`baton.draft.${id}`, ui.prompt.value);
   });
   ui.send.addEventListener("click", () => submit("send"));
