@@ -111,6 +111,7 @@ const browser = await puppeteer.launch({
 // helpers
 
 const pageErrors = [];
+const cspViolations = []; // the page must run under the host's CSP untouched
 
 // Every client message the page sends over its WebSockets, decoded with upstream's decoder
 // from what Chromium's DevTools protocol saw leave the page.
@@ -144,6 +145,9 @@ async function openPaired({ viewer = false, session = null, width = 1280, height
   const context = await browser.createBrowserContext();
   const page = await context.newPage();
   page.on("pageerror", (error) => pageErrors.push(error.message));
+  page.on("console", (message) => {
+    if (message.type() === "error" && /Content Security Policy/i.test(message.text())) cspViolations.push(message.text());
+  });
   await page.setViewport({ width, height });
   const frames = await tapFrames(page);
   const link = await mint({ viewer, session });
@@ -698,8 +702,9 @@ ws.onclose = () => { if (document.title !== "opened") document.title = "refused"
     }
   });
 
-  await test("the page threw no script error", async () => {
+  await test("the page threw no script error and broke no Content-Security-Policy rule", async () => {
     assert.deepEqual(pageErrors, []);
+    assert.deepEqual(cspViolations, []);
   });
 } finally {
   await browser.close().catch(() => {});
