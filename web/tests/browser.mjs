@@ -1,0 +1,718 @@
+// The browser suite: the real page (web/dist/) in Debian's headless Chromium, driven with
+// puppeteer-core (which downloads no browser), against baton-host.
+//
+//   bash web/tests/run                              (starts baton-host + the dev bridge)
+//   BATON_WEB_URL=http://127.0.0.1:7880 BATON_WEB_MINT="baton link" bash web/tests/run
+//
+// Environment:
+//   BATON_WEB_URL    the web listener to test. Unset: this suite starts a private
+//                    `baton-host serve` (BATON_HOST_BIN) and the DEV BRIDGE (dev-bridge.mjs)
+//                    in front of its Unix socket.
+//   BATON_WEB_MINT   with BATON_WEB_URL: a command that prints one link URL; the suite runs
+//                    it as `$BATON_WEB_MINT [SESSION] [--viewer]` (the `baton link` CLI).
+//   BATON_WEB_OUT    where screenshots go (default web/tests/out/).
+//   CHROMIUM         the browser (default /usr/bin/chromium).
+//
+// One line per case, `N passed, N failed, N skipped` at the end. Waiting is on page state
+// (waitForFunction) and on protocol frames; timers are only hang guards.
+
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdir } from "node:fs/promises";
+import { createServer } from "node:http";
+import { request as httpRequest } from "node:http";
+import { dirname, isAbsolute, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+
+import { ClientMessageDecoder } from "@earendil-works/pi-protocol";
+import puppeteer from "puppeteer-core";
+
+import { startHost } from "../../interop/lib/upstream-client-host.mjs";
+import { startDevBridge } from "./dev-bridge.mjs";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const REPO = resolve(HERE, "../..");
+const OUT = resolve(process.env.BATON_WEB_OUT || join(HERE, "out"));
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const WAIT = 30000;
+
+// ---------------------------------------------------------------------------------------------
+// reporting
+
+let passed = 0;
+let failed = 0;
+let skipped = 0;
+async function test(name, fn, { timeoutMs = 60000 } = {}) {
+  let timer;
+  try {
+    const outcome = await Promise.race([
+      fn(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`hang guard: no result after ${timeoutMs} ms`)), timeoutMs);
+      }),
+    ]);
+    if (outcome && outcome.skip) {
+      skipped += 1;
+      console.log(`skip browser: ${name} (${outcome.skip})`);
+    } else {
+      passed += 1;
+      console.log(`ok   browser: ${name}`);
+    }
+  } catch (error) {
+    failed += 1;
+    console.log(`FAIL browser: ${name}: ${error?.stack?.split("\n").slice(0, 5).join(" | ") ?? error}`);
+  } finally {
+    clearTimeout(timer);
+    for (const cleanup of cleanups.splice(0)) await Promise.resolve(cleanup()).catch(() => {});
+  }
+}
+const skip = (why) => ({ skip: why });
+
+// ---------------------------------------------------------------------------------------------
+// the server under test
+
+let host;
+let bridge;
+let base;
+let mint;
+const devBridge = !process.env.BATON_WEB_URL;
+if (devBridge) {
+  const fromEnv = process.env.BATON_HOST_BIN;
+  const bin = fromEnv ? (isAbsolute(fromEnv) ? fromEnv : resolve(REPO, fromEnv)) : join(REPO, "target/debug/baton-host");
+  host = await startHost(bin);
+  bridge = await startDevBridge({ socketPath: host.socketPath });
+  base = bridge.url;
+  mint = async ({ session = null, viewer = false } = {}) => bridge.mint(viewer ? "viewer" : "operator", session);
+  console.log(`browser suite against the DEV BRIDGE ${base} (baton-host ${host.socketPath})`);
+} else {
+  base = process.env.BATON_WEB_URL.replace(/\/$/, "");
+  const command = process.env.BATON_WEB_MINT;
+  if (!command) throw new Error("BATON_WEB_URL needs BATON_WEB_MINT (a command printing a link, e.g. `baton link`)");
+  mint = async ({ session = null, viewer = false } = {}) => {
+    const args = [session, viewer ? "--viewer" : null].filter(Boolean).map((a) => `'${a}'`);
+    const { stdout } = await promisify(execFile)("sh", ["-c", `${command} ${args.join(" ")}`]);
+    const lines = stdout.trim().split("\n");
+    assert.equal(lines.length, 1, `the mint command printed ${lines.length} lines`);
+    return lines[0];
+  };
+  console.log(`browser suite against ${base}`);
+}
+
+await mkdir(OUT, { recursive: true });
+const browser = await puppeteer.launch({
+  executablePath: CHROMIUM,
+  headless: true,
+  // Chromium's sandbox cannot start as root; anyone else keeps it.
+  args: process.getuid?.() === 0 ? ["--no-sandbox"] : [],
+});
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+const pageErrors = [];
+const cspViolations = []; // the page must run under the host's CSP untouched
+
+// Every client message the page sends over its WebSockets, decoded with upstream's decoder
+// from what Chromium's DevTools protocol saw leave the page.
+async function tapFrames(page) {
+  const cdp = await page.createCDPSession();
+  await cdp.send("Network.enable");
+  const decoders = new Map();
+  const sent = [];
+  const sockets = [];
+  cdp.on("Network.webSocketCreated", ({ requestId, url }) => {
+    sockets.push(url);
+    decoders.set(requestId, new ClientMessageDecoder());
+  });
+  cdp.on("Network.webSocketFrameSent", ({ requestId, response }) => {
+    if (response.opcode !== 2) return;
+    const decoder = decoders.get(requestId) ?? new ClientMessageDecoder();
+    decoders.set(requestId, decoder);
+    for (const message of decoder.push(new Uint8Array(Buffer.from(response.payloadData, "base64")))) {
+      sent.push({ socket: requestId, message });
+    }
+  });
+  return {
+    sent,
+    sockets,
+    requests: (member) => sent.filter((e) => e.message.type === "request" && e.message.call?.member === member),
+  };
+}
+
+// A page in its own browser context (its own cookie jar), opened on a fresh link.
+async function openPaired({ viewer = false, session = null, width = 1280, height = 800 } = {}) {
+  const context = await browser.createBrowserContext();
+  const page = await context.newPage();
+  page.on("pageerror", (error) => pageErrors.push(error.message));
+  page.on("console", (message) => {
+    if (message.type() === "error" && /Content Security Policy/i.test(message.text())) cspViolations.push(message.text());
+  });
+  await page.setViewport({ width, height });
+  const frames = await tapFrames(page);
+  const link = await mint({ viewer, session });
+  await page.goto(link);
+  await waitConnected(page);
+  return { context, page, frames, link };
+}
+
+const statusText = (page) => page.$eval("[role=status]", (el) => el.textContent);
+const waitConnected = (page) =>
+  page.waitForFunction(() => document.querySelector("[role=status]")?.textContent === "connected", { timeout: WAIT });
+
+const promptBox = (page) => page.$('::-p-aria([name="Prompt"][role="textbox"])');
+
+async function newSession(page, name) {
+  await page.type("#new-name", name);
+  await page.click("#create-button");
+  await page.waitForFunction((n) => document.querySelector("#title")?.textContent === n, { timeout: WAIT }, name);
+  await page.waitForSelector('::-p-aria([name="Prompt"][role="textbox"])', { timeout: WAIT });
+  await page.waitForFunction(() => !document.querySelector("#prompt").disabled, { timeout: WAIT });
+  return page.evaluate(() => sessionStorage.getItem("baton.session"));
+}
+
+async function send(page, text, { alt = false } = {}) {
+  const box = await promptBox(page);
+  await box.click();
+  await page.evaluate(() => {
+    document.querySelector("#prompt").value = "";
+  });
+  await box.type(text);
+  if (alt) {
+    await page.keyboard.down("Alt");
+    await page.keyboard.press("Enter");
+    await page.keyboard.up("Alt");
+  } else await page.keyboard.press("Enter");
+}
+
+// The log's items as {role, status, text}.
+const logItems = (page) =>
+  page.$$eval('[role="log"] article', (nodes) =>
+    nodes.map((n) => ({
+      role: n.className.replace(/.*item-(\S+).*/, "$1"),
+      status: n.dataset.status ?? null,
+      text: n.querySelector(".user-text, .markdown, pre")?.textContent ?? "",
+      full: n.textContent,
+    })),
+  );
+
+// Sends `text` and waits until the turn it started has settled (a new assistant item after
+// it, nothing streaming or running, phase idle).
+async function sendAndSettle(page, text) {
+  const before = await page.$$eval('[role="log"] article', (n) => n.length);
+  await send(page, text);
+  await page.waitForFunction(
+    (n) => {
+      const all = document.querySelectorAll('[role="log"] article');
+      return all.length >= n + 2 && all[all.length - 1].classList.contains("item-assistant");
+    },
+    { timeout: WAIT },
+    before,
+  );
+  await waitIdle(page);
+}
+
+const waitIdle = (page) =>
+  page.waitForFunction(
+    () =>
+      document.querySelector("#phase")?.textContent === "idle" &&
+      !document.querySelector('[data-status="streaming"], [data-status="running"]'),
+    { timeout: WAIT },
+  );
+
+const scriptedAnswer = (prompt) =>
+  `You said: ${prompt.trim()}. I am the scripted model: ask me to run a command or to read a file.`;
+
+function cookieHeader(cookies) {
+  return cookies.map((c) => `${c.name}=${c.value}`).join("; ");
+}
+
+// A raw HTTP upgrade request to /ws from Node: resolves with the status line's code.
+function rawUpgrade({ hostHeader, origin, cookie }) {
+  const url = new URL(base);
+  return new Promise((resolvePromise, reject) => {
+    const req = httpRequest({
+      host: url.hostname,
+      port: url.port,
+      path: "/ws",
+      headers: {
+        Host: hostHeader,
+        Origin: origin,
+        Cookie: cookie,
+        Connection: "Upgrade",
+        Upgrade: "websocket",
+        "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": Buffer.from("0123456789abcdef").toString("base64"),
+      },
+    });
+    req.on("upgrade", (res, socket) => {
+      socket.destroy();
+      resolvePromise(res.statusCode);
+    });
+    req.on("response", (res) => {
+      res.resume();
+      resolvePromise(res.statusCode);
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// the cases
+
+let main; // {page, frames, context}
+const cleanups = []; // run after each case (e.g. back online after a failed offline case)
+let sessionId;
+
+try {
+  await test("a link pairs: HttpOnly SameSite=Strict cookie set, the code gone from the address bar", async () => {
+    main = await openPaired();
+    const { page, link } = main;
+    const code = new URL(link).hash;
+    assert.match(code, /^#pair=./);
+    assert.equal(page.url(), `${base}/`);
+    assert.equal(await page.evaluate(() => location.hash), "");
+    assert.ok(!(await page.evaluate(() => location.href)).includes(code.slice(6)), "the code is still in the URL");
+    const cookies = await main.context.cookies(base);
+    const cookie = cookies.find((c) => c.name === "baton_web");
+    assert.ok(cookie, `no baton_web cookie in ${JSON.stringify(cookies.map((c) => c.name))}`);
+    assert.equal(cookie.httpOnly, true);
+    assert.equal(cookie.sameSite, "Strict");
+    assert.equal(cookie.path, "/");
+    assert.equal(await page.evaluate(() => document.cookie.includes("baton_web")), false, "the page's script can read the cookie");
+    assert.equal(await statusText(page), "connected");
+    // The same link a second time (another browser) is refused: single use.
+    const other = await browser.createBrowserContext();
+    try {
+      const again = await other.newPage();
+      await again.goto(link);
+      await again.waitForFunction(() => document.querySelector("[role=status]")?.textContent === "not paired", { timeout: WAIT });
+      assert.equal(await again.evaluate(() => location.hash), "");
+      assert.match(await again.$eval("#notice", (n) => n.textContent), /already used/);
+    } finally {
+      await other.close();
+    }
+  });
+
+  await test("a prompt streams into the log (role log) and settles", async () => {
+    const { page } = main;
+    sessionId = await newSession(page, "browser-suite");
+    assert.match(sessionId, /^[0-9a-f-]{36}$/);
+    await page.evaluate(() => {
+      window.__lengths = [];
+      const log = document.querySelector('[role="log"]');
+      new MutationObserver(() => {
+        const last = [...log.querySelectorAll("article.item-assistant .markdown")].at(-1);
+        if (last) window.__lengths.push(last.textContent.length);
+      }).observe(log, { childList: true, subtree: true, characterData: true });
+    });
+    const prompt = Array.from({ length: 60 }, (_, i) => `streamed${i}`).join(" ");
+    await send(page, prompt);
+    await page.waitForFunction(() => document.querySelector('[data-status="streaming"]'), { timeout: WAIT });
+    await waitIdle(page);
+    const lengths = await page.evaluate(() => window.__lengths);
+    const distinct = new Set(lengths).size;
+    assert.ok(distinct >= 5, `the reply grew in only ${distinct} steps: ${lengths.slice(0, 20)}`);
+    const items = await logItems(page);
+    assert.deepEqual(
+      items.map((i) => i.role),
+      ["user", "assistant"],
+    );
+    assert.equal(items[0].text, prompt);
+    assert.equal(items[1].text.trim(), scriptedAnswer(prompt));
+    assert.equal(items[1].status, "complete");
+    assert.equal((await promptBox(page)) !== null, true);
+    assert.equal(await page.$eval("#prompt", (t) => t.value), "", "the composer was not cleared");
+  });
+
+  await test("a tool call is a card: running, then complete; its full output read with readItem", async () => {
+    const { page, frames } = main;
+    await page.evaluate(() => {
+      window.__toolStates = [];
+      new MutationObserver(() => {
+        for (const card of document.querySelectorAll("article.item-tool")) window.__toolStates.push(card.dataset.status);
+      }).observe(document.querySelector('[role="log"]'), { childList: true, subtree: true, attributes: true });
+    });
+    await send(page, "please run `sleep 1; echo card-output`");
+    await page.waitForFunction(() => document.querySelector('article.item-tool[data-status="complete"]'), { timeout: WAIT });
+    await waitIdle(page);
+    const states = await page.evaluate(() => window.__toolStates);
+    assert.ok(states.includes("running"), `the card was never shown running: ${[...new Set(states)]}`);
+    const before = frames.requests("readItem").length;
+    await page.click("article.item-tool summary");
+    await page.waitForFunction(() => document.querySelector('article.item-tool[data-full="read"] details[open] pre')?.textContent === "card-output", {
+      timeout: WAIT,
+    });
+    const reads = frames.requests("readItem").slice(before);
+    assert.equal(reads.length, 1, "opening the card did not read the output with readItem");
+    assert.deepEqual(reads[0].message.call.args.slice(1, 3), [["content", 0, "text"], 0]);
+    const items = await logItems(page);
+    assert.match(items.at(-1).text, /card-output/);
+  });
+
+  await test("while a turn runs: steer names its turn, follow-ups queue, edit and remove, and land", async () => {
+    const { page, frames } = main;
+    await send(page, "run `sleep 4`");
+    await page.waitForSelector('::-p-aria([name="Steer"][role="button"])', { visible: true, timeout: WAIT });
+    await page.waitForFunction(() => document.querySelector("article.item-tool[data-status=running]"), { timeout: WAIT });
+    await send(page, "steer: also say hello");
+    await send(page, "follow-up one", { alt: true });
+    await send(page, "follow-up two", { alt: true });
+    await page.waitForFunction(() => document.querySelectorAll("#followup-list li").length === 2, { timeout: WAIT });
+    // Remove the second, edit the first.
+    await page.click('::-p-aria([name="Remove follow-up: follow-up two"])');
+    await page.waitForFunction(() => document.querySelectorAll("#followup-list li").length === 1, { timeout: WAIT });
+    await page.click('::-p-aria([name="Edit follow-up: follow-up one"])');
+    const editor = await page.waitForSelector('::-p-aria([name="Edit follow-up"][role="textbox"])');
+    await editor.click({ count: 3 });
+    await page.evaluate(() => {
+      document.querySelector("#followup-list textarea").value = "";
+    });
+    await editor.type("follow-up one, edited");
+    await page.keyboard.press("Enter");
+    await page.waitForFunction(() => document.querySelector("#followup-list .followup-text")?.textContent === "follow-up one, edited", {
+      timeout: WAIT,
+    });
+    const steer = frames.requests("steer").at(-1);
+    assert.ok(steer, "no steer request");
+    assert.equal(steer.message.call.args[0], "steer: also say hello");
+    assert.match(steer.message.call.args[1].turnId, /^turn-/);
+    // The steering reaches the model at the turn's next boundary; the follow-up runs after.
+    await page.waitForFunction(
+      () => [...document.querySelectorAll("article.item-user .user-text")].some((n) => n.textContent === "follow-up one, edited"),
+      { timeout: WAIT },
+    );
+    await waitIdle(page);
+    await page.waitForFunction(() => document.querySelectorAll("#followup-list li").length === 0, { timeout: WAIT });
+    const users = (await logItems(page)).filter((i) => i.role === "user").map((i) => i.text);
+    const steerAt = users.indexOf("steer: also say hello");
+    const followAt = users.indexOf("follow-up one, edited");
+    assert.ok(steerAt > 0 && followAt > steerAt, `user items: ${JSON.stringify(users)}`);
+    assert.ok(!users.includes("follow-up two"), "the removed follow-up was sent");
+    const last = (await logItems(page)).at(-1);
+    assert.equal(last.text.trim(), scriptedAnswer("follow-up one, edited"));
+  });
+
+  await test("Stop (a button named Stop) aborts the running turn", async () => {
+    const { page } = main;
+    const long = Array.from({ length: 400 }, (_, i) => `word${i}`).join(" ");
+    await send(page, long);
+    await page.waitForFunction(() => document.querySelector('[data-status="streaming"] .markdown'), { timeout: WAIT });
+    const stop = await page.$('::-p-aria([name="Stop"][role="button"])');
+    assert.ok(stop, "no button named Stop");
+    await stop.click();
+    await page.waitForFunction(() => document.querySelector('article.item-assistant[data-status="aborted"]'), { timeout: WAIT });
+    await waitIdle(page);
+    const last = (await logItems(page)).at(-1);
+    assert.equal(last.status, "aborted");
+    assert.ok(last.text.length < scriptedAnswer(long).length, "the reply was not cut short");
+  });
+
+  await test("script and HTML in model output render as inert text", async () => {
+    const { page } = main;
+    const hostile =
+      'x <script>window.__xss=1</script> <img src=x onerror="window.__xss=2"> <b>bold?</b> ' +
+      "[js](javascript:window.__xss=3) [web](https://example.com/ok) <iframe src=/></iframe>";
+    await sendAndSettle(page, hostile);
+    const result = await page.evaluate(() => {
+      const last = [...document.querySelectorAll("article.item-assistant")].at(-1);
+      return {
+        xss: window.__xss,
+        text: last.querySelector(".markdown").textContent,
+        elements: [...last.querySelectorAll("script, img, iframe, b, [onerror]")].map((e) => e.tagName),
+        links: [...last.querySelectorAll("a")].map((a) => [a.textContent, a.getAttribute("href"), a.rel]),
+        userText: [...document.querySelectorAll("article.item-user")].at(-1).querySelector(".user-text").textContent,
+      };
+    });
+    assert.equal(result.xss, undefined);
+    assert.deepEqual(result.elements, []);
+    assert.ok(result.text.includes("<script>window.__xss=1</script>"), result.text);
+    assert.ok(result.text.includes('<img src=x onerror="window.__xss=2">'), result.text);
+    assert.ok(result.text.includes("<b>bold?</b>"), result.text);
+    // The javascript: link is no link; the web link is one, opened without a referrer.
+    assert.deepEqual(
+      result.links.map(([text, href]) => [text, href]),
+      [["web", "https://example.com/ok"]],
+    );
+    assert.match(result.links[0][2], /noopener/);
+    assert.match(result.links[0][2], /noreferrer/);
+    assert.equal(result.userText, hostile);
+  });
+
+  await test("a viewer link shows the session read-only: no composer, no Stop", async () => {
+    const viewer = await openPaired({ viewer: true, session: sessionId });
+    try {
+      const { page } = viewer;
+      await page.waitForFunction(() => document.querySelectorAll('[role="log"] article').length > 0, { timeout: WAIT });
+      assert.equal(await page.evaluate(() => sessionStorage.getItem("baton.session")), sessionId);
+      assert.equal(await promptBox(page), null, "a viewer page has a Prompt textbox");
+      assert.equal(await page.$('::-p-aria([name="Stop"][role="button"])'), null, "a viewer page has a Stop button");
+      assert.equal(await page.$("#create-button"), null, "a viewer page can create sessions");
+      assert.equal(await page.$("#model"), null, "a viewer page has a model selector");
+      await page.screenshot({ path: join(OUT, "viewer-1280x800.png") });
+    } finally {
+      await viewer.context.close();
+    }
+  });
+
+  await test("a viewer's forced mutation answers forbidden", async () => {
+    if (devBridge) return skip("the dev bridge reaches the host as its own Unix peer, so the host cannot tell a viewer; needs the real web listener and browser identities");
+    const viewer = await openPaired({ viewer: true, session: sessionId });
+    try {
+      const { page } = viewer;
+      await page.waitForFunction(() => document.querySelectorAll('[role="log"] article').length > 0, { timeout: WAIT });
+      for (const [member, args] of [
+        ["prompt", ["from a viewer"]],
+        ["abort", []],
+        ["bash", ["echo viewer", {}]],
+        ["setThinking", ["high"]],
+      ]) {
+        const answer = await page.evaluate((m, a) => globalThis.batonPage.call(m, ...a), member, args);
+        assert.equal(answer.ok, false, `${member} succeeded for a viewer`);
+        assert.equal(answer.code, "forbidden", `${member}: ${JSON.stringify(answer)}`);
+      }
+    } finally {
+      await viewer.context.close();
+    }
+  });
+
+  await test("offline and back: reconnects at once, the prompt in flight is not sent twice", async () => {
+    const { page, frames } = main;
+    const text = "run `sleep 2; echo across-the-cut`";
+    await send(page, text);
+    await page.waitForFunction(() => document.querySelector("article.item-tool[data-status=running]"), { timeout: WAIT });
+    const socketsBefore = frames.sockets.length;
+    await page.setOfflineMode(true);
+    cleanups.push(() => page.setOfflineMode(false));
+    await page.waitForFunction(() => document.querySelector("[role=status]").textContent.includes("reconnecting"), { timeout: WAIT });
+    // While offline, Enter sends nothing: the text stays in the composer.
+    await send(page, "typed while offline");
+    assert.equal(await page.$eval("#prompt", (t) => t.value), "typed while offline");
+    await page.setOfflineMode(false);
+    await waitConnected(page);
+    assert.ok(frames.sockets.length > socketsBefore, "no new WebSocket was opened");
+    await page.waitForFunction(
+      () => [...document.querySelectorAll("article.item-assistant .markdown")].some((n) => n.textContent.includes("across-the-cut")),
+      { timeout: WAIT },
+    );
+    await waitIdle(page);
+    const users = (await logItems(page)).filter((i) => i.role === "user" && i.text === text);
+    assert.equal(users.length, 1, "the prompt shows more than once");
+    assert.equal(frames.requests("prompt").filter((e) => e.message.call.args[0] === text).length, 1, "the prompt was sent twice");
+    assert.equal(frames.requests("prompt").filter((e) => e.message.call.args[0] === "typed while offline").length, 0);
+    assert.equal(await page.$eval("#prompt", (t) => t.value), "typed while offline", "the unsent draft was lost");
+    await page.evaluate(() => {
+      document.querySelector("#prompt").value = "";
+      sessionStorage.removeItem(`baton.draft.${sessionStorage.getItem("baton.session")}`);
+    });
+  });
+
+  await test("the connection cut under a turn (host side): the page reconnects and rehydrates", async () => {
+    if (!devBridge) return skip("cutting the socket from the server side needs the dev bridge (the real listener's restart is the benchmark's case)");
+    const { page, frames } = main;
+    const text = "run `sleep 1; echo after-the-drop`";
+    await send(page, text);
+    await page.waitForFunction(() => document.querySelector("article.item-tool[data-status=running]"), { timeout: WAIT });
+    bridge.dropConnections();
+    await page.waitForFunction(() => document.querySelector("[role=status]").textContent.includes("reconnecting"), { timeout: WAIT });
+    await waitConnected(page);
+    await page.waitForFunction(
+      () => [...document.querySelectorAll("article.item-assistant .markdown")].some((n) => n.textContent.includes("after-the-drop")),
+      { timeout: WAIT },
+    );
+    await waitIdle(page);
+    const users = (await logItems(page)).filter((i) => i.role === "user" && i.text === text);
+    assert.equal(users.length, 1);
+    assert.equal(frames.requests("prompt").filter((e) => e.message.call.args[0] === text).length, 1);
+  });
+
+  await test("a prompt whose outcome was never seen is not re-sent after a reload", async () => {
+    // The tab recorded a message as in flight (as it does before every send) and was
+    // reloaded before any answer; the host never got it. The page must put it back in the
+    // composer and send nothing.
+    const { page, frames } = main;
+    await page.evaluate((id) => {
+      sessionStorage.setItem(
+        `baton.pending.${id}`,
+        JSON.stringify({ kind: "prompt", text: "never arrived", original: "never arrived", baseline: 1e9, nonce: "n" }),
+      );
+    }, sessionId);
+    await page.reload();
+    await waitConnected(page);
+    await page.waitForFunction(() => document.querySelector("#prompt")?.value === "never arrived", { timeout: WAIT });
+    assert.match(await page.$eval("#notice", (n) => n.textContent), /did not reach the host/);
+    assert.equal(frames.requests("prompt").filter((e) => e.message.call.args[0] === "never arrived").length, 0);
+    await page.evaluate(() => {
+      document.querySelector("#prompt").value = "";
+      sessionStorage.removeItem(`baton.draft.${sessionStorage.getItem("baton.session")}`);
+    });
+    // And one that did land (sent, then the tab lost it before seeing the answer): the page
+    // says so, the composer stays empty, nothing is sent again.
+    const total = await page.evaluate(async () => {
+      const listed = await globalThis.batonPage.call("listItems", 0, 0);
+      return listed.result.total;
+    });
+    await waitIdle(page);
+    const answered = await page.evaluate(() => globalThis.batonPage.call("prompt", "it did arrive"));
+    assert.equal(answered.ok, true, JSON.stringify(answered));
+    await page.evaluate(
+      (id, baseline) =>
+        sessionStorage.setItem(
+          `baton.pending.${id}`,
+          JSON.stringify({ kind: "prompt", text: "it did arrive", original: "it did arrive", baseline, nonce: "m" }),
+        ),
+      sessionId,
+      total,
+    );
+    const sentBefore = frames.requests("prompt").filter((e) => e.message.call.args[0] === "it did arrive").length;
+    await page.reload();
+    await waitConnected(page);
+    await page.waitForFunction(() => /had reached the host/.test(document.querySelector("#notice").textContent), { timeout: WAIT });
+    assert.equal(await page.$eval("#prompt", (t) => t.value), "");
+    assert.equal(frames.requests("prompt").filter((e) => e.message.call.args[0] === "it did arrive").length, sentBefore);
+    assert.equal(await page.evaluate((id) => sessionStorage.getItem(`baton.pending.${id}`), sessionId), null);
+  });
+
+  await test("nothing is kept in localStorage", async () => {
+    assert.equal(await main.page.evaluate(() => localStorage.length), 0);
+  });
+
+  await test("a page from another origin cannot open the socket (the cookie alone is not enough)", async () => {
+    const { page } = main;
+    const target = `${base.replace(/^http/, "ws")}/ws`;
+    const evil = createServer((req, res) => {
+      if (req.url === "/attack.js") {
+        res.writeHead(200, { "Content-Type": "text/javascript" });
+        res.end(`const ws = new WebSocket(${JSON.stringify(target)});
+ws.onopen = () => { document.title = "opened"; };
+ws.onclose = () => { if (document.title !== "opened") document.title = "refused"; };`);
+        return;
+      }
+      res.writeHead(200, { "Content-Type": "text/html" });
+      res.end('<!doctype html><title>waiting</title><script src="/attack.js"></script>');
+    });
+    await new Promise((r) => evil.listen(0, "127.0.0.1", r));
+    try {
+      // The same browser context: it holds the valid cookie (and 127.0.0.1 is the same site).
+      const attacker = await main.context.newPage();
+      await attacker.goto(`http://127.0.0.1:${evil.address().port}/`);
+      await attacker.waitForFunction(() => document.title !== "waiting", { timeout: WAIT });
+      assert.equal(await attacker.title(), "refused");
+      await attacker.close();
+      // What the browser does, by hand: a valid cookie with a foreign Origin, or a foreign
+      // Host (DNS rebinding), is refused with 403 before any upgrade.
+      const cookie = cookieHeader((await main.context.cookies(base)).filter((c) => c.name === "baton_web"));
+      const own = new URL(base).host;
+      assert.equal(await rawUpgrade({ hostHeader: own, origin: `http://127.0.0.1:${evil.address().port}`, cookie }), 403);
+      assert.equal(await rawUpgrade({ hostHeader: "rebound.example:80", origin: "http://rebound.example:80", cookie }), 403);
+      assert.equal(await rawUpgrade({ hostHeader: own, origin: base, cookie: "baton_web=forged" }), 403);
+      assert.equal(await rawUpgrade({ hostHeader: own, origin: base, cookie }), 101, "the check refused the page's own origin too");
+      assert.equal(await statusText(page), "connected");
+    } finally {
+      await new Promise((r) => evil.close(r));
+    }
+  });
+
+  await test("a session past the window opens with its tail; older items page in with listItems on scroll up", async () => {
+    const { page, frames } = main;
+    const id = await newSession(page, "long-session");
+    // 150 items (past the 128-item window) without the model: `!` commands through the page.
+    for (let i = 0; i < 150; i += 1) {
+      const answer = await page.evaluate((n) => globalThis.batonPage.call("bash", `echo line-${n}`, {}), i);
+      assert.equal(answer.ok, true, JSON.stringify(answer));
+    }
+    await page.reload();
+    await waitConnected(page);
+    await page.waitForFunction(() => document.querySelectorAll('[role="log"] article').length >= 128, { timeout: WAIT });
+    const firstShown = await page.$eval('[role="log"] article pre', (n) => n.textContent);
+    assert.notEqual(firstShown, "line-0", "the whole session was loaded at once");
+    const opened = await page.$$eval('[role="log"] article', (n) => n.length);
+    assert.equal(opened, 128);
+    await page.waitForFunction(
+      () => {
+        const log = document.querySelector('[role="log"]');
+        return log.scrollHeight - log.scrollTop - log.clientHeight < 48;
+      },
+      { timeout: WAIT },
+    );
+    const before = frames.requests("listItems").length;
+    await page.$eval('[role="log"]', (log) => {
+      log.scrollTop = 0;
+    });
+    await page.waitForFunction(() => document.querySelectorAll('[role="log"] article').length === 150, { timeout: WAIT });
+    assert.ok(frames.requests("listItems").length > before, "no listItems request");
+    assert.equal(await page.$eval('[role="log"] article pre', (n) => n.textContent), "line-0");
+    assert.equal(await page.evaluate(() => sessionStorage.getItem("baton.session")), id);
+  });
+
+  await test("screenshots at 1280×800 and 390×844; the phone layout is one column with the composer on screen", async () => {
+    const { page } = main;
+    // Back to the conversation session for the pictures.
+    await page.click('::-p-aria([name="Sessions"][role="button"])').catch(() => {});
+    await page.evaluate((id) => sessionStorage.setItem("baton.session", id), sessionId);
+    await page.reload();
+    await waitConnected(page);
+    await page.waitForFunction(() => document.querySelectorAll('[role="log"] article').length > 4, { timeout: WAIT });
+    await page.setViewport({ width: 1280, height: 800 });
+    await page.screenshot({ path: join(OUT, "desktop-1280x800.png") });
+    await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
+    // (A change to isMobile reloads the page: wait for it to be back.)
+    await waitConnected(page);
+    await page.waitForFunction(() => !document.querySelector("#composer").hidden && document.querySelectorAll('[role="log"] article').length > 4, {
+      timeout: WAIT,
+    });
+    await page.waitForFunction(() => getComputedStyle(document.querySelector("#toggle-sessions")).display !== "none", { timeout: WAIT });
+    const layout = await page.evaluate(() => {
+      const box = (sel) => document.querySelector(sel).getBoundingClientRect().toJSON();
+      return {
+        composer: box("#composer"),
+        transcript: box("#transcript"),
+        sessionsVisible: getComputedStyle(document.querySelector("#sessions")).visibility,
+        width: innerWidth,
+        height: innerHeight,
+      };
+    });
+    assert.ok(layout.composer.bottom <= layout.height + 1 && layout.composer.top > 0, JSON.stringify(layout));
+    assert.ok(layout.transcript.width >= layout.width - 2, `transcript ${layout.transcript.width} of ${layout.width}`);
+    assert.equal(layout.sessionsVisible, "hidden");
+    await page.screenshot({ path: join(OUT, "phone-390x844.png") });
+    await page.click('::-p-aria([name="Sessions"][role="button"])');
+    // Open and done sliding in (its left edge at the screen's).
+    await page.waitForFunction(() => Math.abs(document.querySelector("#sessions").getBoundingClientRect().left) < 1, { timeout: WAIT });
+    await page.screenshot({ path: join(OUT, "phone-390x844-sessions.png") });
+    await page.keyboard.press("Escape");
+    await page.setViewport({ width: 1280, height: 800 });
+  });
+
+  await test("keyboard: Tab reaches the session list, the prompt and its buttons", async () => {
+    const { page } = main;
+    await waitConnected(page);
+    await page.waitForFunction(() => getComputedStyle(document.querySelector("#sessions")).visibility === "visible" && !document.querySelector("#composer").hidden, {
+      timeout: WAIT,
+    });
+    await page.evaluate(() => document.activeElement?.blur());
+    const reached = new Set();
+    for (let i = 0; i < 40; i += 1) {
+      await page.keyboard.press("Tab");
+      reached.add(await page.evaluate(() => document.activeElement?.id || document.activeElement?.className || ""));
+    }
+    for (const want of ["create-button", "session", "prompt", "send", "transcript"]) {
+      assert.ok(reached.has(want), `Tab never reached ${want}: ${[...reached]}`);
+    }
+  });
+
+  await test("the page threw no script error and broke no Content-Security-Policy rule", async () => {
+    assert.deepEqual(pageErrors, []);
+    assert.deepEqual(cspViolations, []);
+  });
+} finally {
+  await browser.close().catch(() => {});
+  await bridge?.close();
+  await host?.stop();
+}
+
+console.log(`screenshots: ${OUT}`);
+console.log("browser:");
+console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
+if (failed > 0) process.exitCode = 1;
