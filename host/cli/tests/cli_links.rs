@@ -29,15 +29,26 @@ async fn serve(dir: &Path, extra: &[&str]) -> HostProcess {
     HostProcess::start(&args, &[]).await
 }
 
-/// The code in a `http://127.0.0.1:PORT/#pair=<code>` line (the web listener's address).
-fn code_of(url: &str) -> &str {
-    let (base, code) = url
-        .split_once("/#pair=")
-        .unwrap_or_else(|| panic!("not a link: {url:?}"));
-    let port = base
-        .strip_prefix("http://127.0.0.1:")
-        .unwrap_or_else(|| panic!("not the web listener's address: {url:?}"));
-    assert!(port.parse::<u16>().is_ok_and(|p| p > 0), "{url:?}");
+/// The base URL the host announced for its web listener (`web listener on URL`), read past
+/// its other `listening` lines.
+async fn web_base(host: &mut HostProcess) -> String {
+    loop {
+        let line = guard("the web listener's line", host.lines.next_line())
+            .await
+            .unwrap()
+            .expect("the host printed no web listener line");
+        if let Some(base) = line.strip_prefix("web listener on ") {
+            assert!(base.starts_with("http://127.0.0.1:"), "{line}");
+            return base.to_owned();
+        }
+    }
+}
+
+/// The code in a `<base>/#pair=<code>` line.
+fn code_of<'a>(url: &'a str, base: &str) -> &'a str {
+    let code = url
+        .strip_prefix(&format!("{base}/#pair="))
+        .unwrap_or_else(|| panic!("not a link of {base}: {url:?}"));
     assert_eq!(code.len(), 32, "128 bits in hex: {code:?}");
     assert!(code.bytes().all(|b| b.is_ascii_hexdigit()), "{code:?}");
     code
@@ -63,7 +74,8 @@ async fn baton_link_on_a_host_without_a_web_listener_is_a_one_line_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baton_link_prints_one_url_links_lists_it_and_unlink_revokes_it() {
     let dir = tempfile::tempdir().unwrap();
-    let host = serve(dir.path(), &["--listen", "http://127.0.0.1:0"]).await;
+    let mut host = serve(dir.path(), &["--listen", "http://127.0.0.1:0"]).await;
+    let base = web_base(&mut host).await;
     let url = host.url.clone();
     let id = create(&url, "alpha").await;
 
@@ -71,18 +83,18 @@ async fn baton_link_prints_one_url_links_lists_it_and_unlink_revokes_it() {
     let (status, out, err) = cli(&url, &["link", "alpha", "--viewer", "--ttl", "10m"]).await;
     assert!(status.success(), "{err}");
     assert_eq!(out.lines().count(), 1, "{out:?}");
-    let first = code_of(out.trim_end()).to_owned();
+    let first = code_of(out.trim_end(), &base).to_owned();
     // By id prefix, and without a session.
     let (status, out, err) = cli(&url, &["link", &id[..8]]).await;
     assert!(status.success(), "{err}");
     assert_ne!(
-        code_of(out.trim_end()),
+        code_of(out.trim_end(), &base),
         first,
         "every link has its own code"
     );
     let (status, out, err) = cli(&url, &["link"]).await;
     assert!(status.success(), "{err}");
-    code_of(out.trim_end());
+    code_of(out.trim_end(), &base);
 
     let (status, out, err) = cli(&url, &["--json", "links"]).await;
     assert!(status.success(), "{err}");
@@ -187,6 +199,7 @@ async fn a_tls_client_mints_links_only_for_the_sessions_it_owns() {
         .unwrap();
     let tls = line.split(' ').nth(1).unwrap().to_owned();
     assert!(tls.starts_with("tls://"), "{line}");
+    let base = web_base(&mut host).await;
 
     // The host's own uid made this one; bob made his own.
     let theirs = create(&host.url, "theirs").await;
@@ -196,7 +209,7 @@ async fn a_tls_client_mints_links_only_for_the_sessions_it_owns() {
 
     let (status, out, err) = baton_as(&pki, &tls, "bob", &["link", &bobs]).await;
     assert!(status.success(), "{err}");
-    code_of(out.trim_end());
+    code_of(out.trim_end(), &base);
     // Not his: he does not even see it.
     let (status, out, err) = baton_as(&pki, &tls, "bob", &["link", &theirs]).await;
     assert_ne!(status.code(), Some(0), "{err}");
@@ -218,7 +231,7 @@ async fn a_tls_client_mints_links_only_for_the_sessions_it_owns() {
         "{out}"
     );
     let (_, own, _) = cli(&host.url, &["link", &theirs]).await;
-    code_of(own.trim_end());
+    code_of(own.trim_end(), &base);
     let (status, out, _) = baton_as(&pki, &tls, "bob", &["--json", "links"]).await;
     assert!(status.success());
     assert_eq!(
