@@ -1,6 +1,6 @@
 //! `baton-host serve` with a web listener, as a process: the page and the checks over real
-//! HTTP, the stand-in gate that pairs nobody, plain http off loopback refused, and the
-//! connection limit flag.
+//! HTTP, a guessed code and cookie refused by the link store, plain http off loopback
+//! refused, and the connection limit flag.
 
 #![allow(
     clippy::unwrap_used,
@@ -59,7 +59,7 @@ async fn serve_web(dir: &Path, extra: &[&str]) -> (HostProcess, String) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_served_web_listener_serves_the_page_and_pairs_nobody_until_links_exist() {
+async fn a_served_web_listener_serves_the_page_and_refuses_a_guessed_code_and_cookie() {
     let dir = tempfile::tempdir().unwrap();
     let (host, base) = serve_web(dir.path(), &[]).await;
     let authority = base.strip_prefix("http://").unwrap();
@@ -82,10 +82,7 @@ async fn a_served_web_listener_serves_the_page_and_pairs_nobody_until_links_exis
     )
     .await;
     assert!(pair.starts_with("HTTP/1.1 403"), "{pair}");
-    assert!(
-        pair.ends_with(r#"{"error":"no links have been minted on this host"}"#),
-        "{pair}"
-    );
+    assert!(pair.ends_with(r#"{"error":"unknown link"}"#), "{pair}");
     let ws = http(
         &base,
         &format!(
