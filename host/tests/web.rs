@@ -1,7 +1,7 @@
 //! The web listener over real loopback sockets: the HTTP checks and headers by raw HTTP, the
 //! WebSocket endpoint with a WebSocket client carrying the frame-level test peer into a server
-//! with the scriptable test host, pairing through a fake gate (the host's link store is its
-//! own suite).
+//! with the scriptable test host, pairing through a fake gate; then in front of the real
+//! `ServiceHost` with its link store as the gate (`service_host`).
 
 #![cfg(feature = "web")]
 #![allow(
@@ -12,8 +12,11 @@
 
 #[path = "web/checks.rs"]
 mod checks;
+mod common;
 #[path = "web/https.rs"]
 mod https;
+#[path = "web/service_host.rs"]
+mod service_host;
 #[path = "web/sockets.rs"]
 mod sockets;
 #[path = "web/support.rs"]

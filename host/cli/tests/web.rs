@@ -1,6 +1,6 @@
 //! `baton-host serve` with a web listener, as a process: the page and the checks over real
-//! HTTP, an unknown code and a guessed cookie refused, plain http off loopback refused, and the
-//! connection limit flag.
+//! HTTP, a guessed code and cookie refused by the link store, plain http off loopback
+//! refused, and the connection limit flag.
 
 #![allow(
     clippy::unwrap_used,
@@ -59,7 +59,7 @@ async fn serve_web(dir: &Path, extra: &[&str]) -> (HostProcess, String) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_served_web_listener_serves_the_page_and_refuses_an_unknown_code_and_a_guessed_cookie() {
+async fn a_served_web_listener_serves_the_page_and_refuses_a_guessed_code_and_cookie() {
     let dir = tempfile::tempdir().unwrap();
     let (host, base) = serve_web(dir.path(), &[]).await;
     let authority = base.strip_prefix("http://").unwrap();

@@ -428,6 +428,8 @@ pub(crate) fn presence_name(identity: Option<&PeerIdentity>) -> String {
         },
         Some(PeerIdentity::AnonymousTls { .. }) => "anonymous (tls)".to_owned(),
         Some(PeerIdentity::Tcp { addr, .. }) => format!("anonymous (tcp {})", addr.ip()),
+        // The token id is public (`baton links`, the policy); the cookie's secret never is.
+        Some(PeerIdentity::Web { token_id, .. }) => format!("browser web:{token_id}"),
         Some(_) => "anonymous".to_owned(),
     }
 }
@@ -530,6 +532,11 @@ mod tests {
             loopback: true,
         };
         assert_eq!(presence_name(Some(&tcp)), "anonymous (tcp 127.0.0.1)");
+        let web = PeerIdentity::Web {
+            token_id: "ab12cd34".into(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 7)),
+        };
+        assert_eq!(presence_name(Some(&web)), "browser web:ab12cd34");
         assert_eq!(presence_name(None), "local (in-process)");
     }
 }

@@ -151,7 +151,7 @@ async fn pair_and_me_check_host_and_origin() {
     assert_eq!(me.status, 200);
     assert_eq!(
         me.body,
-        r#"{"role":"operator","session":null,"tokenId":"t1"}"#
+        r#"{"role":"operator","serverId":"00000000-0000-4000-8000-000000000001","session":null,"tokenId":"t1"}"#
     );
 }
 
@@ -171,7 +171,7 @@ async fn pairing_sets_the_cookie_with_exactly_the_contract_attributes() {
     assert_eq!(r.header("Content-Type"), "application/json");
     assert_eq!(
         r.body,
-        r#"{"role":"operator","session":null,"tokenId":"t1"}"#
+        r#"{"role":"operator","serverId":"00000000-0000-4000-8000-000000000001","session":null,"tokenId":"t1"}"#
     );
     // The gate's refusals reach the page as one line.
     let reused = w.pair(r#"{"code":"code-t1"}"#).await;

@@ -199,28 +199,29 @@ impl Web {
         &self,
         headers: &[(&str, &str)],
     ) -> Result<WebSocketStream<TcpStream>, tokio_tungstenite::tungstenite::Error> {
-        let tcp = TcpStream::connect(self.addr()).await.unwrap();
-        let mut request = format!("ws://{}/ws", self.addr())
-            .into_client_request()
-            .unwrap();
-        for (name, value) in headers {
-            request.headers_mut().insert(
-                tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(name.as_bytes())
-                    .unwrap(),
-                HeaderValue::from_str(value).unwrap(),
-            );
-        }
-        guard(
-            "websocket upgrade",
-            tokio_tungstenite::client_async_with_config(
-                request,
-                tcp,
-                Some(websocket_config(u32::MAX)),
-            ),
-        )
-        .await
-        .map(|(ws, _)| ws)
+        ws_connect(self.addr(), headers).await
     }
+}
+
+/// A WebSocket upgrade of `/ws` at `addr` with these headers (replacing the client's own).
+pub(crate) async fn ws_connect(
+    addr: SocketAddr,
+    headers: &[(&str, &str)],
+) -> Result<WebSocketStream<TcpStream>, tokio_tungstenite::tungstenite::Error> {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let mut request = format!("ws://{addr}/ws").into_client_request().unwrap();
+    for (name, value) in headers {
+        request.headers_mut().insert(
+            tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    guard(
+        "websocket upgrade",
+        tokio_tungstenite::client_async_with_config(request, tcp, Some(websocket_config(u32::MAX))),
+    )
+    .await
+    .map(|(ws, _)| ws)
 }
 
 /// `POST /pair` as the page sends it.
