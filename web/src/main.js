@@ -14,7 +14,6 @@ import { renderItem } from "./items.js";
 import { identify, whoAmI } from "./pairing.js";
 import { PendingStore, landed } from "./pending.js";
 import { Backoff } from "./backoff.js";
-import { probeServerId } from "./server-id.js";
 import { webSocketTransportFactory, webSocketUrl } from "./transport.js";
 
 const CTX = BACKGROUND_CONTEXT;
@@ -116,6 +115,7 @@ async function start() {
   }
   if (!who.identity) return unpaired(who.refused);
   page.identity = who.identity;
+  page.serverId = who.identity.serverId;
   page.viewer = who.identity.role === "viewer";
   ui.app.dataset.role = who.identity.role;
   if (page.viewer) {
@@ -128,11 +128,14 @@ async function start() {
   void connectLoop();
 }
 
-function unpaired(reason) {
+function unpaired(reason, wasPaired = false) {
   page.stopped = true;
+  page.backoff.cancel();
+  if (page.client?.connected) page.client.disconnect("not paired");
   setConn("not paired");
+  renderAll();
   notice(
-    `This browser is not paired with the host: ${reason}. Run \`baton link\` where the host's \`baton\` works and open the link it prints.`,
+    `This browser is ${wasPaired ? "no longer" : "not"} paired with the host${reason ? ` (${reason})` : ""}. Run \`baton link\` where the host's \`baton\` works and open the link it prints.`,
     "error",
   );
 }
@@ -161,15 +164,17 @@ async function connectLoop() {
         if (page.client && !page.client.connected) dropBindings();
         if (page.client?.connected) page.client.disconnect("setting up the connection failed");
         if (/does not match/.test(error?.message ?? "")) {
-          // The host restarted with another server id: ask it again.
+          // The host came back with another server id: `/me` names the new one.
           await page.client?.dispose();
           page.client = undefined;
+          page.serverId = undefined;
         }
         setConn(page.everConnected ? "reconnecting…" : "connecting…");
-        if (page.backoff.attempts >= 2) {
-          const me = await whoAmI().catch(() => undefined);
-          if (me && !me.identity) return unpaired(me.refused);
-        }
+        // A refused upgrade looks like any failed socket to a page, so the host is asked
+        // whether this browser is still paired (revoked by `baton unlink`, or not).
+        const me = await whoAmI().catch(() => undefined);
+        if (me && !me.identity) return unpaired(me.refused, page.everConnected);
+        if (me?.identity && page.serverId === undefined) page.serverId = me.identity.serverId;
         await page.backoff.wait();
       }
     }
@@ -181,7 +186,11 @@ async function connectLoop() {
 async function connectOnce() {
   const url = webSocketUrl();
   if (!page.client) {
-    page.serverId = await probeServerId(url);
+    if (page.serverId === undefined) {
+      const me = await whoAmI();
+      if (!me.identity) throw new Error(me.refused ?? "not paired");
+      page.serverId = me.identity.serverId;
+    }
     const client = new Client({
       serverId: page.serverId,
       transportFactory: webSocketTransportFactory(url),
