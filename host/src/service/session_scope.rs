@@ -428,6 +428,8 @@ pub(crate) fn presence_name(identity: Option<&PeerIdentity>) -> String {
         },
         Some(PeerIdentity::AnonymousTls { .. }) => "anonymous (tls)".to_owned(),
         Some(PeerIdentity::Tcp { addr, .. }) => format!("anonymous (tcp {})", addr.ip()),
+        // The token's public id, as `baton links` names it (the secret is the cookie).
+        Some(PeerIdentity::Web { token_id, .. }) => format!("browser web:{token_id}"),
         Some(_) => "anonymous".to_owned(),
     }
 }
@@ -530,6 +532,11 @@ mod tests {
             loopback: true,
         };
         assert_eq!(presence_name(Some(&tcp)), "anonymous (tcp 127.0.0.1)");
+        let web = PeerIdentity::Web {
+            token_id: "k3f9a2".to_owned(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 7880)),
+        };
+        assert_eq!(presence_name(Some(&web)), "browser web:k3f9a2");
         assert_eq!(presence_name(None), "local (in-process)");
     }
 }
