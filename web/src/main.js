@@ -10,7 +10,7 @@ import { createRemoteServiceBinding, defineService } from "@earendil-works/chord
 import { BACKGROUND_CONTEXT } from "@earendil-works/chord/context";
 import { Client, createClientServiceTransport, ServerError } from "@earendil-works/pi-client";
 
-import { renderItem } from "./items.js";
+import { renderItem, updateItem } from "./items.js";
 import { identify, whoAmI } from "./pairing.js";
 import { PendingStore, landed } from "./pending.js";
 import { Backoff } from "./backoff.js";
@@ -25,6 +25,7 @@ const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh"];
 const PAGE_ITEMS = 64; // older items fetched per listItems call
 const MAX_FULL_READ = 8 << 20; // readItem reads at most this much of one output
 const LIVENESS_TIMEOUT_MS = 4000;
+const RENDER_INTERVAL_MS = 100;
 
 const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
 const ui = {
@@ -80,6 +81,7 @@ const page = {
   models: [],
   sessions: [],
   renderQueued: false,
+  renderedAt: -Infinity,
   stick: true, // keep the transcript scrolled to its end
   shownSession: undefined, // the session whose draft the composer holds
   reconcileDue: false,
@@ -391,13 +393,27 @@ function onState(state) {
   scheduleRender();
 }
 
+// State changes are drawn at most once an animation frame and at most every
+// RENDER_INTERVAL_MS: a reply streaming at hundreds of tokens a second is drawn in steps of a
+// few tokens, not token by token, which keeps the main thread mostly idle. A change after a
+// quiet spell is drawn at the next frame.
 function scheduleRender() {
   if (page.renderQueued) return;
   page.renderQueued = true;
-  requestAnimationFrame(() => {
-    page.renderQueued = false;
-    renderAll();
-  });
+  const frame = () =>
+    requestAnimationFrame(() => {
+      page.renderQueued = false;
+      page.renderedAt = performance.now();
+      renderAll();
+    });
+  const wait = page.renderedAt + RENDER_INTERVAL_MS - performance.now();
+  if (wait > 0) setTimeout(frame, wait);
+  else frame();
+}
+
+// Text set only when it changed: setting the same text still makes the browser lay it out.
+function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
 }
 
 function renderAll() {
@@ -432,7 +448,9 @@ function renderTranscript() {
   items.forEach((item, index) => {
     seen.add(item.id);
     let entry = page.nodes.get(item.id);
-    if (!entry || entry.item !== item) {
+    if (entry && entry.item !== item && updateItem(entry.node, item)) {
+      entry.item = item;
+    } else if (!entry || entry.item !== item) {
       const node = renderItem(item, readContext);
       if (entry) {
         // Keep an open card open across re-renders.
@@ -453,7 +471,7 @@ function renderTranscript() {
   }
   ui.empty.hidden = items.length > 0 || page.session === undefined;
   ui.older.hidden = !(page.session && page.firstPos > 0);
-  ui.older.textContent = page.loadingOlder ? "Loading older messages…" : `${page.firstPos} older messages — scroll up to load`;
+  setText(ui.older, page.loadingOlder ? "Loading older messages…" : `${page.firstPos} older messages — scroll up to load`);
   if (atBottom) box.scrollTop = box.scrollHeight;
   if (page.session && page.firstPos > 0 && box.scrollHeight <= box.clientHeight + 8) void loadOlder();
 }
@@ -505,7 +523,7 @@ async function readFull(item, path) {
 
 function renderStatus() {
   const state = page.state;
-  ui.phase.textContent = state ? (state.compaction?.running ? "compacting" : state.phase) : "—";
+  setText(ui.phase, state ? (state.compaction?.running ? "compacting" : state.phase) : "—");
   let tokens = 0;
   let cost = 0;
   for (const item of itemsInOrder()) {
@@ -513,12 +531,13 @@ function renderStatus() {
     tokens += (item.usage.input ?? 0) + (item.usage.output ?? 0);
     cost += item.usage.cost?.total ?? 0;
   }
-  ui.tokens.textContent = `${tokens.toLocaleString()} tokens`;
-  ui.cost.textContent = `$${cost.toFixed(4)}`;
-  ui.presence.textContent = state?.attached?.length ? `attached: ${state.attached.map((a) => a.identity).join(", ")}` : "";
+  setText(ui.tokens, `${tokens.toLocaleString()} tokens`);
+  setText(ui.cost, `$${cost.toFixed(4)}`);
+  setText(ui.presence, state?.attached?.length ? `attached: ${state.attached.map((a) => a.identity).join(", ")}` : "");
   const session = page.sessions.find((s) => s.id === page.session?.id);
-  ui.title.textContent = page.session ? (session?.name ?? page.session.id.slice(0, 8)) : "baton";
-  document.title = page.session ? `${ui.title.textContent} · baton` : "baton";
+  setText(ui.title, page.session ? (session?.name ?? page.session.id.slice(0, 8)) : "baton");
+  const title = page.session ? `${ui.title.textContent} · baton` : "baton";
+  if (document.title !== title) document.title = title;
 }
 
 const running = () => page.state && (page.state.phase === "turn" || page.state.turnId != null);
@@ -533,9 +552,10 @@ function renderComposer() {
   ui.steer.hidden = !busy;
   ui.followUp.hidden = !busy;
   ui.stop.disabled = !busy || !attached;
-  ui.hint.textContent = busy
-    ? "Enter steers this turn · Alt+Enter queues a follow-up · Esc stops"
-    : "Enter sends · Shift+Enter new line · !cmd runs a command · /compact";
+  setText(
+    ui.hint,
+    busy ? "Enter steers this turn · Alt+Enter queues a follow-up · Esc stops" : "Enter sends · Shift+Enter new line · !cmd runs a command · /compact",
+  );
   const followUps = page.state?.followUps ?? [];
   ui.followups.hidden = followUps.length === 0;
   const shown = [...ui.followupList.children].map((li) => li.dataset.key).join("\n");
@@ -629,6 +649,9 @@ function relative(iso) {
 }
 
 function renderSessions() {
+  const key = JSON.stringify([page.session?.id, page.sessions.map((s) => [s.id, s.name, s.phase, s.model, s.updatedAt, s.attachedClients])]);
+  if (ui.list.dataset.key === key) return;
+  ui.list.dataset.key = key;
   const rows = page.sessions.map((s) => {
     const li = document.createElement("li");
     const b = document.createElement("button");
@@ -647,11 +670,7 @@ function renderSessions() {
     li.append(b);
     return li;
   });
-  const key = JSON.stringify([page.session?.id, page.sessions.map((s) => [s.id, s.name, s.phase, s.model, s.updatedAt, s.attachedClients])]);
-  if (ui.list.dataset.key !== key) {
-    ui.list.dataset.key = key;
-    ui.list.replaceChildren(...rows);
-  }
+  ui.list.replaceChildren(...rows);
 }
 
 async function openSession(id) {

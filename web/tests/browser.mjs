@@ -278,6 +278,9 @@ try {
     const { page } = main;
     sessionId = await newSession(page, "browser-suite");
     assert.match(sessionId, /^[0-9a-f-]{36}$/);
+    // Presence names this browser as `baton links` does.
+    const me = await page.evaluate(() => fetch("/me").then((r) => r.json()));
+    await page.waitForFunction((id) => document.querySelector("#presence").textContent.includes(`browser web:${id}`), { timeout: WAIT }, me.tokenId);
     await page.evaluate(() => {
       window.__lengths = [];
       const log = document.querySelector('[role="log"]');
@@ -303,6 +306,51 @@ try {
     assert.equal(items[1].status, "complete");
     assert.equal((await promptBox(page)) !== null, true);
     assert.equal(await page.$eval("#prompt", (t) => t.value), "", "the composer was not cleared");
+  });
+
+  await test("a streaming reply is drawn block by block: finished blocks stay as the whole reply renders them", async () => {
+    // The scripted model echoes the prompt, so this Markdown streams back word by word: a
+    // fenced block with blank lines inside (no block may end there), a list, paragraphs.
+    const { page } = main;
+    const markdown = "first paragraph here\n\n```\ncode line one\n\ncode line three\n```\n\n- item one\n- item two\n\nlast paragraph of the reply";
+    await page.evaluate(() => {
+      window.__states = [];
+      const log = document.querySelector('[role="log"]');
+      new MutationObserver(() => {
+        const body = document.querySelector('article.item-assistant[data-status="streaming"] .markdown');
+        if (body) window.__states.push([...body.children].map((c) => [c.tagName, c.textContent]));
+      }).observe(log, { childList: true, subtree: true, characterData: true });
+    });
+    // Typed, each newline would be an Enter: the text goes in whole, then Enter sends it.
+    const before = await page.$$eval('[role="log"] article', (n) => n.length);
+    await page.$eval("#prompt", (box, text) => {
+      box.value = text;
+      box.dispatchEvent(new Event("input"));
+      box.focus();
+    }, markdown);
+    await page.keyboard.press("Enter");
+    await page.waitForFunction((n) => document.querySelectorAll('[role="log"] article').length >= n + 2, { timeout: WAIT }, before);
+    await waitIdle(page);
+    const states = await page.evaluate(() => window.__states);
+    const final = await page.$eval("article.item-assistant:last-of-type .markdown", (body) => [...body.children].map((c) => [c.tagName, c.textContent]));
+    assert.deepEqual(
+      final.map(([tag]) => tag),
+      ["P", "DIV", "UL", "P"],
+      JSON.stringify(final),
+    );
+    assert.ok(final[1][1].includes("code line one\n\ncode line three"), final[1][1]);
+    const distinct = states.filter((s, i) => i === 0 || JSON.stringify(s) !== JSON.stringify(states[i - 1]));
+    assert.ok(distinct.length >= 4, `only ${distinct.length} drawn states`);
+    // (An inline code span still open shows its backtick.)
+    const squash = (t) => t.replace(/`/g, "").replace(/\s+/g, " ").trim();
+    for (const state of distinct) {
+      // Every block but the last is final already; the last is a prefix of what it becomes.
+      state.slice(0, -1).forEach(([tag, text], i) => assert.deepEqual([tag, text], final[i], `block ${i} of ${JSON.stringify(state)}`));
+      const [tag, text] = state.at(-1);
+      const at = state.length - 1;
+      assert.equal(tag, final[at][0], `last block of ${JSON.stringify(state)}`);
+      assert.ok(squash(final[at][1]).startsWith(squash(text)), `${JSON.stringify(text)} is not a start of ${JSON.stringify(final[at][1])}`);
+    }
   });
 
   await test("a tool call is a card: running, then complete; its full output read with readItem", async () => {
