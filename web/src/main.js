@@ -22,7 +22,8 @@ const DIRECTORY = defineService("pi.session-directory");
 const MODELS = defineService("pi.models");
 const SESSION = defineService("pi.session");
 const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh"];
-const PAGE_ITEMS = 64; // older items fetched per listItems call
+const PAGE_ITEMS = 64; // older items fetched per listItems call (and drawn per frame)
+const FIRST_PAINT_ITEMS = 24; // items drawn in a session's first frame: more than a screen
 const MAX_FULL_READ = 8 << 20; // readItem reads at most this much of one output
 const LIVENESS_TIMEOUT_MS = 4000;
 const RENDER_INTERVAL_MS = 100;
@@ -81,6 +82,9 @@ const page = {
   models: [],
   sessions: [],
   renderQueued: false,
+  shown: FIRST_PAINT_ITEMS, // how many of the loaded items, from the end, are drawn
+  unshown: 0, // loaded items not drawn yet
+  growQueued: false,
   renderedAt: -Infinity,
   stick: true, // keep the transcript scrolled to its end
   shownSession: undefined, // the session whose draft the composer holds
@@ -359,6 +363,7 @@ async function checkAlive(why) {
 
 function resetTranscript() {
   page.stick = true;
+  page.shown = FIRST_PAINT_ITEMS;
   page.state = undefined;
   page.older.clear();
   page.firstPos = 0;
@@ -443,7 +448,11 @@ const readContext = { readFull };
 function renderTranscript() {
   const box = ui.transcript;
   const atBottom = page.stick;
-  const items = itemsInOrder();
+  const all = itemsInOrder();
+  // A session opens with its last items drawn first; the rest of what is loaded follows in
+  // the next frames (growShown), so the end of a long session is on screen at once.
+  page.unshown = Math.max(0, all.length - page.shown);
+  const items = page.unshown > 0 ? all.slice(page.unshown) : all;
   const seen = new Set();
   items.forEach((item, index) => {
     seen.add(item.id);
@@ -473,12 +482,27 @@ function renderTranscript() {
   ui.older.hidden = !(page.session && page.firstPos > 0);
   setText(ui.older, page.loadingOlder ? "Loading older messages…" : `${page.firstPos} older messages — scroll up to load`);
   if (atBottom) box.scrollTop = box.scrollHeight;
-  if (page.session && page.firstPos > 0 && box.scrollHeight <= box.clientHeight + 8) void loadOlder();
+  if (page.unshown > 0 && !page.growQueued) {
+    page.growQueued = true;
+    requestAnimationFrame(() => setTimeout(growShown, 0)); // after this frame is painted
+  }
+  if (page.unshown === 0 && page.session && page.firstPos > 0 && box.scrollHeight <= box.clientHeight + 8) void loadOlder();
+}
+
+function growShown() {
+  page.growQueued = false;
+  if (page.unshown === 0) return;
+  const box = ui.transcript;
+  const fromBottom = box.scrollHeight - box.scrollTop;
+  page.shown += PAGE_ITEMS;
+  renderTranscript();
+  // Items drawn above the view must not move what the reader is looking at.
+  if (!page.stick) box.scrollTop = box.scrollHeight - fromBottom;
 }
 
 async function loadOlder() {
   const session = page.session;
-  if (!session || page.loadingOlder || page.firstPos === 0) return;
+  if (!session || page.loadingOlder || page.firstPos === 0 || page.unshown > 0) return;
   page.loadingOlder = true;
   ui.older.textContent = "Loading older messages…";
   try {
@@ -491,6 +515,7 @@ async function loadOlder() {
     if (page_.start + items.length !== page.firstPos) return;
     items.forEach((item, i) => page.older.set(page_.start + i, item));
     page.firstPos = page_.start;
+    page.shown += items.length;
     const box = ui.transcript;
     const before = box.scrollHeight - box.scrollTop;
     renderTranscript();
