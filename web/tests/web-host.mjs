@@ -69,7 +69,7 @@ export async function startWebHost({ hostBin, batonBin, extraArgs = [], env: ext
             }
             const web = WEB.exec(line.trim());
             if (web) {
-              state.listeningAt = performance.now();
+              state.listeningAt = Date.now();
               state.base = web[1];
               resolve();
             }
@@ -137,7 +137,7 @@ export async function startWebHost({ hostBin, batonBin, extraArgs = [], env: ext
     get socketUrl() {
       return state.socketUrl;
     },
-    /** `performance.now()` when the web listener's line was read (after it is bound). */
+    /** `Date.now()` when the web listener's line was read (it is printed once bound). */
     get listeningAt() {
       return state.listeningAt;
     },
@@ -158,14 +158,14 @@ export async function startWebHost({ hostBin, batonBin, extraArgs = [], env: ext
       await baton("unlink", id);
     },
     /**
-     * Stops the host (SIGTERM: it drains) and starts it again on the same sessions dir and
-     * the same port. The port was the kernel's choice the first time; binding it again can
+     * Stops the host (SIGTERM: it drains), runs `whileDown` (e.g. writes a journal), and
+     * starts it again on the same sessions dir and the same port. The port was the kernel's choice the first time; binding it again can
      * fail only if something else took it meanwhile, which is retried for a while and then
      * reported.
      */
-    async restart({ downMs = 0 } = {}) {
+    async restart({ whileDown } = {}) {
       await terminate();
-      if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
+      await whileDown?.();
       const wanted = port;
       for (let attempt = 0; ; attempt += 1) {
         try {
