@@ -23,9 +23,13 @@ const textOf = (content) =>
 const isClipped = (item, path) =>
   Array.isArray(item.clipped) && item.clipped.some((p) => JSON.stringify(p) === JSON.stringify(path));
 
+// One formatter for every item: `toLocaleTimeString` builds a new one per call, which cost a
+// long session's first frame more than its Markdown.
+const CLOCK = new Intl.DateTimeFormat([], { hour: "2-digit", minute: "2-digit" });
+
 function time(item) {
   if (typeof item.timestamp !== "number") return undefined;
-  const t = el("time", "when", new Date(item.timestamp).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }));
+  const t = el("time", "when", CLOCK.format(item.timestamp));
   t.dateTime = new Date(item.timestamp).toISOString();
   return t;
 }

@@ -27,6 +27,9 @@ const FIRST_PAINT_ITEMS = 24; // items drawn in a session's first frame: more th
 const MAX_FULL_READ = 8 << 20; // readItem reads at most this much of one output
 const LIVENESS_TIMEOUT_MS = 4000;
 const RENDER_INTERVAL_MS = 100;
+// Formatters made once (`toLocaleString` and friends build one per call).
+const COUNT = new Intl.NumberFormat();
+const DAY = new Intl.DateTimeFormat();
 
 const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
 const ui = {
@@ -556,7 +559,7 @@ function renderStatus() {
     tokens += (item.usage.input ?? 0) + (item.usage.output ?? 0);
     cost += item.usage.cost?.total ?? 0;
   }
-  setText(ui.tokens, `${tokens.toLocaleString()} tokens`);
+  setText(ui.tokens, `${COUNT.format(tokens)} tokens`);
   setText(ui.cost, `$${cost.toFixed(4)}`);
   setText(ui.presence, state?.attached?.length ? `attached: ${state.attached.map((a) => a.identity).join(", ")}` : "");
   const session = page.sessions.find((s) => s.id === page.session?.id);
@@ -670,7 +673,7 @@ function relative(iso) {
   if (s < 60) return "just now";
   if (s < 3600) return `${Math.floor(s / 60)} min ago`;
   if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
-  return new Date(t).toLocaleDateString();
+  return DAY.format(t);
 }
 
 function renderSessions() {
