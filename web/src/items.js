@@ -1,7 +1,7 @@
 // One transcript item → one DOM element. Every string from the host is set as text
 // (`textContent`) except assistant text, which goes through the sanitising Markdown renderer.
 
-import { renderMarkdown, textBlock } from "./markdown.js";
+import { renderMarkdown, renderMarkdownStream, textBlock } from "./markdown.js";
 
 const el = (tag, className, text) => {
   const node = document.createElement(tag);
@@ -23,9 +23,13 @@ const textOf = (content) =>
 const isClipped = (item, path) =>
   Array.isArray(item.clipped) && item.clipped.some((p) => JSON.stringify(p) === JSON.stringify(path));
 
+// One formatter for every item: `toLocaleTimeString` builds a new one per call, which cost a
+// long session's first frame more than its Markdown.
+const CLOCK = new Intl.DateTimeFormat([], { hour: "2-digit", minute: "2-digit" });
+
 function time(item) {
   if (typeof item.timestamp !== "number") return undefined;
-  const t = el("time", "when", new Date(item.timestamp).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }));
+  const t = el("time", "when", CLOCK.format(item.timestamp));
   t.dateTime = new Date(item.timestamp).toISOString();
   return t;
 }
@@ -51,6 +55,63 @@ function argSummary(args) {
   return s.length > 120 ? `${s.slice(0, 117)}…` : s;
 }
 
+// A streaming assistant item's element → its content blocks' parts ({type, node}, or
+// undefined for an empty block), so the next update of the same item changes them in place.
+const streaming = new WeakMap();
+
+const shown = (block) => (block.type === "thinking" && !!block.thinking) || (block.type === "text" && !!block.text) || block.type === "toolCall";
+
+function assistantPart(block, live) {
+  if (block.type === "thinking" && block.thinking) {
+    const details = el("details", "thinking");
+    const text = el("div", "thinking-text", block.thinking);
+    details.append(el("summary", undefined, "Thinking"), text);
+    return { type: block.type, node: details, update: (b) => (text.textContent = b.thinking) };
+  }
+  if (block.type === "text" && block.text) {
+    const body = el("div", "markdown");
+    if (!live) {
+      body.append(renderMarkdown(block.text));
+      return { type: block.type, node: body };
+    }
+    renderMarkdownStream(body, block.text);
+    return { type: block.type, node: body, update: (b) => renderMarkdownStream(body, b.text) };
+  }
+  if (block.type === "toolCall") {
+    const call = el("div", "tool-call");
+    const update = (b) => (call.textContent = `→ ${b.name ?? "tool"}: ${argSummary(b.arguments)}`);
+    update(block);
+    return { type: block.type, node: call, update };
+  }
+  return undefined;
+}
+
+/**
+ * Updates `node` (rendered from an item still streaming) in place for `item`, the same item
+ * further along, and says whether it could: a reply streaming at hundreds of tokens a second
+ * then re-renders only its last paragraph, not the whole item, each frame. Anything else
+ * (the item settled, a block changed type, an error) is rendered anew by `renderItem`.
+ */
+export function updateItem(node, item) {
+  const parts = streaming.get(node);
+  const blocks = item.content ?? [];
+  if (!parts || item.role !== "assistant" || item.status !== "streaming" || item.errorMessage || blocks.length < parts.length) return false;
+  for (let i = 0; i < parts.length; i += 1) {
+    const part = parts[i];
+    const block = blocks[i];
+    if (part === undefined ? shown(block) : part.type !== block.type) return false;
+  }
+  blocks.forEach((block, i) => {
+    if (i < parts.length) {
+      parts[i]?.update?.(block);
+      return;
+    }
+    parts.push(assistantPart(block, true));
+    if (parts[i]) node.append(parts[i].node);
+  });
+  return true;
+}
+
 /**
  * @param {any} item
  * @param {{readFull: (item: any, path: (string|number)[]) => Promise<string>}} ctx
@@ -68,19 +129,13 @@ export function renderItem(item, ctx) {
       const extra = item.status && item.status !== "complete" ? badge(item.status) : undefined;
       node.append(header(item.model ? `Assistant · ${item.model}` : "Assistant", item, extra));
       if (item.status) node.dataset.status = item.status;
+      const parts = [];
       for (const block of item.content ?? []) {
-        if (block.type === "thinking" && block.thinking) {
-          const details = el("details", "thinking");
-          details.append(el("summary", undefined, "Thinking"), el("div", "thinking-text", block.thinking));
-          node.append(details);
-        } else if (block.type === "text" && block.text) {
-          const body = el("div", "markdown");
-          body.append(renderMarkdown(block.text));
-          node.append(body);
-        } else if (block.type === "toolCall") {
-          node.append(el("div", "tool-call", `→ ${block.name ?? "tool"}: ${argSummary(block.arguments)}`));
-        }
+        const part = assistantPart(block, item.status === "streaming");
+        parts.push(part);
+        if (part) node.append(part.node);
       }
+      if (item.status === "streaming") streaming.set(node, parts);
       if (item.errorMessage) node.append(el("div", "error-text", item.errorMessage));
       break;
     }

@@ -10,11 +10,10 @@ import { createRemoteServiceBinding, defineService } from "@earendil-works/chord
 import { BACKGROUND_CONTEXT } from "@earendil-works/chord/context";
 import { Client, createClientServiceTransport, ServerError } from "@earendil-works/pi-client";
 
-import { renderItem } from "./items.js";
+import { renderItem, updateItem } from "./items.js";
 import { identify, whoAmI } from "./pairing.js";
 import { PendingStore, landed } from "./pending.js";
 import { Backoff } from "./backoff.js";
-import { probeServerId } from "./server-id.js";
 import { webSocketTransportFactory, webSocketUrl } from "./transport.js";
 
 const CTX = BACKGROUND_CONTEXT;
@@ -23,9 +22,14 @@ const DIRECTORY = defineService("pi.session-directory");
 const MODELS = defineService("pi.models");
 const SESSION = defineService("pi.session");
 const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh"];
-const PAGE_ITEMS = 64; // older items fetched per listItems call
+const PAGE_ITEMS = 64; // older items fetched per listItems call (and drawn per frame)
+const FIRST_PAINT_ITEMS = 24; // items drawn in a session's first frame: more than a screen
 const MAX_FULL_READ = 8 << 20; // readItem reads at most this much of one output
 const LIVENESS_TIMEOUT_MS = 4000;
+const RENDER_INTERVAL_MS = 100;
+// Formatters made once (`toLocaleString` and friends build one per call).
+const COUNT = new Intl.NumberFormat();
+const DAY = new Intl.DateTimeFormat();
 
 const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
 const ui = {
@@ -81,6 +85,10 @@ const page = {
   models: [],
   sessions: [],
   renderQueued: false,
+  shown: FIRST_PAINT_ITEMS, // how many of the loaded items, from the end, are drawn
+  unshown: 0, // loaded items not drawn yet
+  growQueued: false,
+  renderedAt: -Infinity,
   stick: true, // keep the transcript scrolled to its end
   shownSession: undefined, // the session whose draft the composer holds
   reconcileDue: false,
@@ -116,6 +124,7 @@ async function start() {
   }
   if (!who.identity) return unpaired(who.refused);
   page.identity = who.identity;
+  page.serverId = who.identity.serverId;
   page.viewer = who.identity.role === "viewer";
   ui.app.dataset.role = who.identity.role;
   if (page.viewer) {
@@ -128,11 +137,14 @@ async function start() {
   void connectLoop();
 }
 
-function unpaired(reason) {
+function unpaired(reason, wasPaired = false) {
   page.stopped = true;
+  page.backoff.cancel();
+  if (page.client?.connected) page.client.disconnect("not paired");
   setConn("not paired");
+  renderAll();
   notice(
-    `This browser is not paired with the host: ${reason}. Run \`baton link\` where the host's \`baton\` works and open the link it prints.`,
+    `This browser is ${wasPaired ? "no longer" : "not"} paired with the host${reason ? ` (${reason})` : ""}. Run \`baton link\` where the host's \`baton\` works and open the link it prints.`,
     "error",
   );
 }
@@ -161,15 +173,17 @@ async function connectLoop() {
         if (page.client && !page.client.connected) dropBindings();
         if (page.client?.connected) page.client.disconnect("setting up the connection failed");
         if (/does not match/.test(error?.message ?? "")) {
-          // The host restarted with another server id: ask it again.
+          // The host came back with another server id: `/me` names the new one.
           await page.client?.dispose();
           page.client = undefined;
+          page.serverId = undefined;
         }
         setConn(page.everConnected ? "reconnecting…" : "connecting…");
-        if (page.backoff.attempts >= 2) {
-          const me = await whoAmI().catch(() => undefined);
-          if (me && !me.identity) return unpaired(me.refused);
-        }
+        // A refused upgrade looks like any failed socket to a page, so the host is asked
+        // whether this browser is still paired (revoked by `baton unlink`, or not).
+        const me = await whoAmI().catch(() => undefined);
+        if (me && !me.identity) return unpaired(me.refused, page.everConnected);
+        if (me?.identity && page.serverId === undefined) page.serverId = me.identity.serverId;
         await page.backoff.wait();
       }
     }
@@ -181,7 +195,11 @@ async function connectLoop() {
 async function connectOnce() {
   const url = webSocketUrl();
   if (!page.client) {
-    page.serverId = await probeServerId(url);
+    if (page.serverId === undefined) {
+      const me = await whoAmI();
+      if (!me.identity) throw new Error(me.refused ?? "not paired");
+      page.serverId = me.identity.serverId;
+    }
     const client = new Client({
       serverId: page.serverId,
       transportFactory: webSocketTransportFactory(url),
@@ -348,6 +366,7 @@ async function checkAlive(why) {
 
 function resetTranscript() {
   page.stick = true;
+  page.shown = FIRST_PAINT_ITEMS;
   page.state = undefined;
   page.older.clear();
   page.firstPos = 0;
@@ -382,13 +401,27 @@ function onState(state) {
   scheduleRender();
 }
 
+// State changes are drawn at most once an animation frame and at most every
+// RENDER_INTERVAL_MS: a reply streaming at hundreds of tokens a second is drawn in steps of a
+// few tokens, not token by token, which keeps the main thread mostly idle. A change after a
+// quiet spell is drawn at the next frame.
 function scheduleRender() {
   if (page.renderQueued) return;
   page.renderQueued = true;
-  requestAnimationFrame(() => {
-    page.renderQueued = false;
-    renderAll();
-  });
+  const frame = () =>
+    requestAnimationFrame(() => {
+      page.renderQueued = false;
+      page.renderedAt = performance.now();
+      renderAll();
+    });
+  const wait = page.renderedAt + RENDER_INTERVAL_MS - performance.now();
+  if (wait > 0) setTimeout(frame, wait);
+  else frame();
+}
+
+// Text set only when it changed: setting the same text still makes the browser lay it out.
+function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
 }
 
 function renderAll() {
@@ -418,12 +451,18 @@ const readContext = { readFull };
 function renderTranscript() {
   const box = ui.transcript;
   const atBottom = page.stick;
-  const items = itemsInOrder();
+  const all = itemsInOrder();
+  // A session opens with its last items drawn first; the rest of what is loaded follows in
+  // the next frames (growShown), so the end of a long session is on screen at once.
+  page.unshown = Math.max(0, all.length - page.shown);
+  const items = page.unshown > 0 ? all.slice(page.unshown) : all;
   const seen = new Set();
   items.forEach((item, index) => {
     seen.add(item.id);
     let entry = page.nodes.get(item.id);
-    if (!entry || entry.item !== item) {
+    if (entry && entry.item !== item && updateItem(entry.node, item)) {
+      entry.item = item;
+    } else if (!entry || entry.item !== item) {
       const node = renderItem(item, readContext);
       if (entry) {
         // Keep an open card open across re-renders.
@@ -444,14 +483,29 @@ function renderTranscript() {
   }
   ui.empty.hidden = items.length > 0 || page.session === undefined;
   ui.older.hidden = !(page.session && page.firstPos > 0);
-  ui.older.textContent = page.loadingOlder ? "Loading older messages…" : `${page.firstPos} older messages — scroll up to load`;
+  setText(ui.older, page.loadingOlder ? "Loading older messages…" : `${page.firstPos} older messages — scroll up to load`);
   if (atBottom) box.scrollTop = box.scrollHeight;
-  if (page.session && page.firstPos > 0 && box.scrollHeight <= box.clientHeight + 8) void loadOlder();
+  if (page.unshown > 0 && !page.growQueued) {
+    page.growQueued = true;
+    requestAnimationFrame(() => setTimeout(growShown, 0)); // after this frame is painted
+  }
+  if (page.unshown === 0 && page.session && page.firstPos > 0 && box.scrollHeight <= box.clientHeight + 8) void loadOlder();
+}
+
+function growShown() {
+  page.growQueued = false;
+  if (page.unshown === 0) return;
+  const box = ui.transcript;
+  const fromBottom = box.scrollHeight - box.scrollTop;
+  page.shown += PAGE_ITEMS;
+  renderTranscript();
+  // Items drawn above the view must not move what the reader is looking at.
+  if (!page.stick) box.scrollTop = box.scrollHeight - fromBottom;
 }
 
 async function loadOlder() {
   const session = page.session;
-  if (!session || page.loadingOlder || page.firstPos === 0) return;
+  if (!session || page.loadingOlder || page.firstPos === 0 || page.unshown > 0) return;
   page.loadingOlder = true;
   ui.older.textContent = "Loading older messages…";
   try {
@@ -464,6 +518,7 @@ async function loadOlder() {
     if (page_.start + items.length !== page.firstPos) return;
     items.forEach((item, i) => page.older.set(page_.start + i, item));
     page.firstPos = page_.start;
+    page.shown += items.length;
     const box = ui.transcript;
     const before = box.scrollHeight - box.scrollTop;
     renderTranscript();
@@ -496,7 +551,7 @@ async function readFull(item, path) {
 
 function renderStatus() {
   const state = page.state;
-  ui.phase.textContent = state ? (state.compaction?.running ? "compacting" : state.phase) : "—";
+  setText(ui.phase, state ? (state.compaction?.running ? "compacting" : state.phase) : "—");
   let tokens = 0;
   let cost = 0;
   for (const item of itemsInOrder()) {
@@ -504,12 +559,13 @@ function renderStatus() {
     tokens += (item.usage.input ?? 0) + (item.usage.output ?? 0);
     cost += item.usage.cost?.total ?? 0;
   }
-  ui.tokens.textContent = `${tokens.toLocaleString()} tokens`;
-  ui.cost.textContent = `$${cost.toFixed(4)}`;
-  ui.presence.textContent = state?.attached?.length ? `attached: ${state.attached.map((a) => a.identity).join(", ")}` : "";
+  setText(ui.tokens, `${COUNT.format(tokens)} tokens`);
+  setText(ui.cost, `$${cost.toFixed(4)}`);
+  setText(ui.presence, state?.attached?.length ? `attached: ${state.attached.map((a) => a.identity).join(", ")}` : "");
   const session = page.sessions.find((s) => s.id === page.session?.id);
-  ui.title.textContent = page.session ? (session?.name ?? page.session.id.slice(0, 8)) : "baton";
-  document.title = page.session ? `${ui.title.textContent} · baton` : "baton";
+  setText(ui.title, page.session ? (session?.name ?? page.session.id.slice(0, 8)) : "baton");
+  const title = page.session ? `${ui.title.textContent} · baton` : "baton";
+  if (document.title !== title) document.title = title;
 }
 
 const running = () => page.state && (page.state.phase === "turn" || page.state.turnId != null);
@@ -524,9 +580,10 @@ function renderComposer() {
   ui.steer.hidden = !busy;
   ui.followUp.hidden = !busy;
   ui.stop.disabled = !busy || !attached;
-  ui.hint.textContent = busy
-    ? "Enter steers this turn · Alt+Enter queues a follow-up · Esc stops"
-    : "Enter sends · Shift+Enter new line · !cmd runs a command · /compact";
+  setText(
+    ui.hint,
+    busy ? "Enter steers this turn · Alt+Enter queues a follow-up · Esc stops" : "Enter sends · Shift+Enter new line · !cmd runs a command · /compact",
+  );
   const followUps = page.state?.followUps ?? [];
   ui.followups.hidden = followUps.length === 0;
   const shown = [...ui.followupList.children].map((li) => li.dataset.key).join("\n");
@@ -616,10 +673,13 @@ function relative(iso) {
   if (s < 60) return "just now";
   if (s < 3600) return `${Math.floor(s / 60)} min ago`;
   if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
-  return new Date(t).toLocaleDateString();
+  return DAY.format(t);
 }
 
 function renderSessions() {
+  const key = JSON.stringify([page.session?.id, page.sessions.map((s) => [s.id, s.name, s.phase, s.model, s.updatedAt, s.attachedClients])]);
+  if (ui.list.dataset.key === key) return;
+  ui.list.dataset.key = key;
   const rows = page.sessions.map((s) => {
     const li = document.createElement("li");
     const b = document.createElement("button");
@@ -638,11 +698,7 @@ function renderSessions() {
     li.append(b);
     return li;
   });
-  const key = JSON.stringify([page.session?.id, page.sessions.map((s) => [s.id, s.name, s.phase, s.model, s.updatedAt, s.attachedClients])]);
-  if (ui.list.dataset.key !== key) {
-    ui.list.dataset.key = key;
-    ui.list.replaceChildren(...rows);
-  }
+  ui.list.replaceChildren(...rows);
 }
 
 async function openSession(id) {

@@ -37,6 +37,65 @@ export function renderMarkdown(text) {
   return fragment;
 }
 
+/**
+ * Markdown that is still arriving, into `container`: the blocks that are finished are
+ * rendered once and kept; only what follows the last of them is rendered again. A reply
+ * streaming at hundreds of tokens a second then costs the page its last paragraph per frame,
+ * not the whole reply. (While streaming, a list or quote is split where a blank line is
+ * followed by a line at the margin, which renders the same; the finished item is rendered
+ * whole with `renderMarkdown`.)
+ */
+export function renderMarkdownStream(container, text) {
+  let stream = streams.get(container);
+  if (!stream || !text.startsWith(stream.done)) {
+    container.replaceChildren();
+    stream = { done: "", tail: [] };
+    streams.set(container, stream);
+  }
+  const cut = settled(text, stream.done.length);
+  for (const node of stream.tail) node.remove();
+  if (cut > stream.done.length) {
+    container.append(renderMarkdown(text.slice(stream.done.length, cut)));
+    stream.done = text.slice(0, cut);
+  }
+  const tail = renderMarkdown(text.slice(cut));
+  stream.tail = [...tail.childNodes];
+  container.append(tail);
+}
+
+const streams = new WeakMap(); // container → {done: text rendered for good, tail: its nodes}
+const FENCE = /^ {0,3}(`{3,}|~{3,})/;
+const AT_MARGIN = /^(?![\s>*+\-]|\d+[.)])/;
+
+/**
+ * Where the finished blocks of `text` end, scanning from `from` (a block boundary outside
+ * any code fence): after the last blank line outside a fence whose next line starts at the
+ * margin and starts no list item or quote (or that opens a fence).
+ */
+function settled(text, from) {
+  let cut = from;
+  let fence;
+  let blank = false;
+  let at = from;
+  while (at < text.length) {
+    const end = text.indexOf("\n", at);
+    if (end < 0) break; // the last line is still arriving
+    const line = text.slice(at, end);
+    const open = FENCE.exec(line);
+    if (fence) {
+      if (open && open[1][0] === fence[0] && open[1].length >= fence.length && line.trim() === open[1]) fence = undefined;
+    } else if (open) {
+      if (blank) cut = at;
+      fence = open[1];
+    } else if (blank && line.trim() !== "" && AT_MARGIN.test(line)) {
+      cut = at;
+    }
+    blank = !fence && line.trim() === "";
+    at = end + 1;
+  }
+  return cut;
+}
+
 /** A `<pre>` holding `text` (as text, never markup), with a copy button. */
 export function textBlock(text, className = "output") {
   const pre = document.createElement("pre");

@@ -1,9 +1,10 @@
 // Who this browser is, as the host's HTTP surface says: a one-time code in the fragment
 // (`#pair=CODE`) is traded for the cookie with `POST /pair`; otherwise `GET /me` asks what
 // the cookie (if any) names. The code is taken out of the address bar before anything else
-// happens, so it is neither in the history nor shown to anyone looking at the screen.
+// happens, so it is neither in the history nor shown to anyone looking at the screen. Both
+// answers also name the server id the page's client must expect in the host's `hello`.
 
-/** @typedef {{tokenId: string, role: string, session: string | null}} Identity */
+/** @typedef {{tokenId: string, role: string, session: string | null, serverId: string}} Identity */
 
 /** The code in a `#pair=CODE` fragment, or undefined. */
 export function pairingCode(hash) {
@@ -25,7 +26,8 @@ async function readJson(response) {
 }
 
 /**
- * Resolves with `{identity}` or `{refused: "<one line>"}`.
+ * Resolves with `{identity}`, or without one: `{refused: "<one line>"}` when the host said
+ * why (a used or expired link), `{}` when this browser simply is not paired.
  * @returns {Promise<{identity?: Identity, refused?: string, paired?: boolean}>}
  */
 export async function identify() {
@@ -49,10 +51,14 @@ export async function identify() {
   return whoAmI();
 }
 
-/** `GET /me`: `{identity}` for a valid cookie, else `{refused}`. */
+/**
+ * `GET /me`: `{identity}` for a valid cookie; `{}` for none (401: no cookie, or one that was
+ * revoked); `{refused}` when the host refused the request itself.
+ */
 export async function whoAmI() {
   const response = await fetch("/me", { credentials: "same-origin", cache: "no-store" });
   const body = await readJson(response);
   if (response.ok) return { identity: body };
-  return { refused: body.error ?? `not paired (${response.status})` };
+  if (response.status === 401) return {};
+  return { refused: body.error ?? `refused (${response.status})` };
 }
