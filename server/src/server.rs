@@ -236,6 +236,13 @@ impl<H: ServerHost> Server<H> {
     /// resync, graceful drain), in a task the server tracks. The transport is the one
     /// `identity` names ([`Transport::Web`] for [`PeerIdentity::Web`]).
     ///
+    /// Every close ends with the server's lingering close, through `stream`: after the last
+    /// frame and a shutdown, or after a read from `stream` failed, the server keeps reading
+    /// and dropping what `stream` yields (bounded in bytes and time) before dropping it. So a
+    /// transport that refuses its peer (a WebSocket's close 1009 for a message too big) fails
+    /// the read, then sends its own last frame and hands out, through later reads, the input
+    /// it discards; its close is not lost to the reset of a socket closed with unread input.
+    ///
     /// `Ok` means the server took the stream (served or refused over it); it returns at once.
     ///
     /// # Errors

@@ -6,6 +6,12 @@
 //!   (unsupported data). A message over the cap (the server's frame limit plus the 4-byte
 //!   length prefix: one whole frame fits) is closed with 1009 (too big) before it is buffered
 //!   whole. A revoked browser token closes the socket with 1008 (policy).
+//! * Such a refusal fails the read once, so the connection ends; the reads after it are the
+//!   server's lingering close ([`Server::adopt`](baton_server::Server::adopt)): they send the
+//!   close frame, shut down the socket's write side, then hand out the raw bytes the peer
+//!   still sends for the server to drop, within its byte and time bounds. A browser still
+//!   writing a huge message thus reads the close frame and the end of stream, not a reset
+//!   that would destroy them.
 //! * Writing sends one binary message per write of at most [`MAX_WRITE_MESSAGE`] bytes and
 //!   waits on the sink before taking more: the WebSocket layer buffers at most its write
 //!   buffer plus one message, so a browser that stops reading stops the connection's writer
@@ -64,9 +70,26 @@ pub struct WsBytes<S> {
 }
 
 struct Refusal {
+    /// The close frame, until the WebSocket layer has taken it.
     frame: Option<CloseFrame>,
     error: io::ErrorKind,
     reason: &'static str,
+    /// How far the close has got since the read failed.
+    stage: Closing,
+}
+
+/// The steps of a refusal, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closing {
+    /// The read is still to fail (once).
+    Fail,
+    /// Flushing the close frame out.
+    Flush,
+    /// Shutting down the socket's write side (the peer reads its end after the close frame).
+    Shutdown,
+    /// Handing out the raw bytes the peer still sends, to be dropped. Below the WebSocket
+    /// layer: after a message too big its parser is mid-frame.
+    Discard,
 }
 
 impl<S> std::fmt::Debug for WsBytes<S> {
@@ -109,16 +132,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WsBytes<S> {
             }),
             error,
             reason,
+            stage: Closing::Fail,
         });
     }
 
-    /// Sends the refusal's close frame (once), then fails the read.
-    fn poll_refusal(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    /// A read during a refusal: the first fails (after queueing the close frame if the
+    /// WebSocket layer has room); the ones after it send the frame, shut down the write side
+    /// and then read the raw input, as [`Closing`] lists. Each step that waits on the peer
+    /// is bounded by whoever reads: the server's lingering close.
+    fn poll_refusal(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let Some(refusal) = &mut self.refusing else {
             return Poll::Ready(Ok(()));
         };
         if let Some(frame) = refusal.frame.take() {
             match Pin::new(&mut self.ws).poll_ready(cx) {
+                // A peer that does not read is not waited for here, only while lingering.
+                Poll::Pending if refusal.stage == Closing::Fail => refusal.frame = Some(frame),
                 Poll::Pending => {
                     refusal.frame = Some(frame);
                     return Poll::Pending;
@@ -129,9 +162,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WsBytes<S> {
                 Poll::Ready(Err(_)) => {}
             }
         }
-        // Best effort: a peer that does not read is not waited for.
-        let _ = Pin::new(&mut self.ws).poll_flush(cx);
-        Poll::Ready(Err(io::Error::new(refusal.error, refusal.reason)))
+        loop {
+            match refusal.stage {
+                Closing::Fail => {
+                    // Best effort now; [`Closing::Flush`] finishes it.
+                    let _ = Pin::new(&mut self.ws).poll_flush(cx);
+                    refusal.stage = Closing::Flush;
+                    return Poll::Ready(Err(io::Error::new(refusal.error, refusal.reason)));
+                }
+                Closing::Flush => {
+                    if let Err(error) = ready!(Pin::new(&mut self.ws).poll_flush(cx)) {
+                        return Poll::Ready(Err(io_error(error)));
+                    }
+                    refusal.stage = Closing::Shutdown;
+                }
+                Closing::Shutdown => {
+                    ready!(Pin::new(self.ws.get_mut()).poll_shutdown(cx))?;
+                    refusal.stage = Closing::Discard;
+                }
+                Closing::Discard => return Pin::new(self.ws.get_mut()).poll_read(cx, buf),
+            }
+        }
     }
 }
 
@@ -160,7 +211,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for WsBytes<S> {
             );
         }
         if this.refusing.is_some() {
-            return this.poll_refusal(cx);
+            return this.poll_refusal(cx, buf);
         }
         loop {
             if !this.pending.is_empty() {
@@ -178,7 +229,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for WsBytes<S> {
                         "binary messages only",
                         io::ErrorKind::InvalidData,
                     );
-                    return this.poll_refusal(cx);
+                    return this.poll_refusal(cx, buf);
                 }
                 Some(Err(tungstenite::Error::Capacity(_))) => {
                     this.refuse(
@@ -186,7 +237,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for WsBytes<S> {
                         "message over the frame limit",
                         io::ErrorKind::InvalidData,
                     );
-                    return this.poll_refusal(cx);
+                    return this.poll_refusal(cx, buf);
                 }
                 // The peer's close (answered by the WebSocket layer), or the end.
                 Some(Ok(Message::Close(_))) | None => {

@@ -8,6 +8,8 @@ use baton_tests::mirror::Mirror;
 use baton_tests::peer::{RawPeer, call, id};
 use baton_tests::{guard, server_id};
 use futures::{SinkExt, StreamExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
@@ -90,9 +92,7 @@ async fn a_frame_over_the_limit_gets_hello_error_and_a_close() {
 }
 
 /// The close frame the server ends a raw socket with.
-async fn close_code(
-    ws: &mut tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
-) -> Option<CloseCode> {
+async fn close_code(ws: &mut tokio_tungstenite::WebSocketStream<TcpStream>) -> Option<CloseCode> {
     loop {
         match guard("close frame", ws.next()).await {
             Some(Ok(Message::Close(frame))) => return frame.map(|f| f.code),
@@ -132,6 +132,98 @@ async fn a_message_over_the_frame_limit_plus_prefix_is_closed_as_too_big() {
         .await
         .unwrap();
     assert_eq!(close_code(&mut ws).await, Some(CloseCode::Size));
+}
+
+/// Upgrades `/ws` over a raw TCP socket (the frames are the test's own to write), with the
+/// page's Origin and `cookie`.
+async fn raw_upgrade(w: &Web, cookie: &str) -> TcpStream {
+    let mut tcp = TcpStream::connect(w.addr()).await.unwrap();
+    let request = format!(
+        "GET /ws HTTP/1.1\r\nHost: {}\r\nOrigin: {}\r\nCookie: baton_web={cookie}\r\n\
+         Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        w.host_header(),
+        w.origin()
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    // Byte by byte up to the blank line: nothing of what follows is read here.
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        head.push(guard("upgrade answer", tcp.read_u8()).await.unwrap());
+    }
+    let head = String::from_utf8(head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    tcp
+}
+
+/// What a client reads that writes `first`, then a binary frame announcing 64 MiB with the
+/// first 32 KiB of its payload (more than the server reads before refusing, so it has unread
+/// input when it does), and then, having read the server's answer to the end, writes the
+/// rest of the payload on and on (as a browser sending a huge message does): returns the
+/// close code, after checking the close frame came first and then the end of stream, not a
+/// reset, and that the server stopped taking input long before the message ended.
+async fn refused_while_writing(w: &Web, first: &[u8]) -> u16 {
+    const ANNOUNCED: u64 = 64 * 1024 * 1024;
+    const FIRST: u64 = 32 * 1024;
+    let tcp = raw_upgrade(w, &cookie_of("t1")).await;
+    let (mut rx, mut tx) = tcp.into_split();
+    let mut start = first.to_vec();
+    // FIN, binary; masked (with a zero key), 64-bit length.
+    start.extend([0x82, 0x80 | 127]);
+    start.extend(ANNOUNCED.to_be_bytes());
+    start.extend([0u8; 4]);
+    start.extend([0u8; FIRST as usize]);
+    tx.write_all(&start).await.unwrap();
+    // Everything the server sends until its end of stream. Nothing is written meanwhile, so
+    // a reset is what this read reports (a later write would take the error instead).
+    let mut got = Vec::new();
+    let read = guard("the server's close", rx.read_to_end(&mut got)).await;
+    assert!(
+        read.is_ok(),
+        "the close frame and then the end of stream, not a reset: {read:?} after {got:?}"
+    );
+    assert!(got.len() >= 4, "no close frame before the end: {got:?}");
+    assert_eq!(got[0], 0x88, "a close frame first: {got:?}");
+    let sent = guard("the server to stop taking input", async {
+        let chunk = vec![0u8; 64 * 1024];
+        let mut sent = FIRST;
+        while sent < ANNOUNCED && tx.write_all(&chunk).await.is_ok() {
+            sent += chunk.len() as u64;
+        }
+        sent
+    })
+    .await;
+    assert!(
+        sent < ANNOUNCED,
+        "the server stopped taking input long before the message ended"
+    );
+    u16::from_be_bytes([got[2], got[3]])
+}
+
+#[tokio::test]
+async fn a_sender_still_writing_a_message_far_over_the_cap_reads_close_1009_not_a_reset() {
+    let mut c = ServerConfig::new(server_id());
+    c.max_frame_length = 200;
+    let w = Web::with(TestHost::new(&[]), c, |_| {}).await;
+    w.gate.add("t1");
+    assert_eq!(refused_while_writing(&w, &[]).await, 1009);
+    guard("the connection to end", async {
+        while w.server.connection_count() != 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_sender_still_writing_after_a_text_message_reads_close_1003_not_a_reset() {
+    let w = Web::start().await;
+    w.gate.add("t1");
+    // FIN, text, masked with a zero key: "hi".
+    assert_eq!(
+        refused_while_writing(&w, &[0x81, 0x82, 0, 0, 0, 0, b'h', b'i']).await,
+        1003
+    );
 }
 
 #[tokio::test]

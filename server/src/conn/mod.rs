@@ -154,9 +154,11 @@ fn write_inline(shared: &ConnShared, parked: &Mutex<ParkedWriter>) {
 /// Serves one accepted, authenticated stream until it closes.
 ///
 /// Returns the read half when the server closed the connection (a `hello_error`, a drain)
-/// after shutting down its write half while the peer had not closed its side: the caller
-/// lingers on it (`listen::discard`) so input the peer is still sending does not turn the
-/// close into a reset that overtakes the last frame.
+/// after shutting down its write half while the peer had not closed its side, or when an
+/// adopted transport failed the read (its own refusal of the peer, such as a WebSocket's
+/// close 1009, which it sends itself; see [`StreamReader::lingers_after_failure`]): the
+/// caller lingers on it (`listen::discard`) so input the peer is still sending does not turn
+/// the close into a reset that overtakes the last frame.
 pub(crate) async fn serve<H: ServerHost>(
     server: Arc<ServerShared<H>>,
     stream: Stream,
@@ -224,6 +226,8 @@ async fn run<H: ServerHost>(
     let mut read_size = read::ReadSize::default();
     // True once the peer's side ended (end of stream or a failed read).
     let mut peer_closed = false;
+    // True once an adopted transport failed the read: it refused its peer and is lingered on.
+    let mut refused = false;
 
     loop {
         let deadline = shared.with(|s| s.deadline());
@@ -292,7 +296,8 @@ async fn run<H: ServerHost>(
                 Err(error) => {
                     tracing::debug!(%error, "read failed");
                     shared.with(ConnState::abort);
-                    peer_closed = true;
+                    refused = reader.lingers_after_failure();
+                    peer_closed = !refused;
                     break;
                 }
             },
@@ -331,7 +336,7 @@ async fn run<H: ServerHost>(
     }
     server.registry.unregister(conn_id);
     tracing::debug!("connection closed");
-    reader.filter(|_| shut_down.load(Ordering::Acquire))
+    reader.filter(|_| refused || shut_down.load(Ordering::Acquire))
 }
 
 async fn sleep_until(deadline: Option<std::time::Instant>) {

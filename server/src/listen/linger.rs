@@ -7,11 +7,15 @@
 //! the client may still be writing, ends the same way: write the last frame, shut down the
 //! write half (the client reads end of stream after the frame), then read and discard what
 //! the client still sends, up to [`DISCARD_LIMIT`] bytes, until its end of stream or until
-//! [`LINGER_DEADLINE`], whichever comes first; only then close.
+//! [`LINGER_DEADLINE`], whichever comes first; only then close. A peer that sends more than
+//! the limit is no longer read but still held open until the deadline: its writes block, and
+//! it gets the time to read the frame before the reset (a client still writing a large
+//! message that gives up on its first failed write, as browsers do, would otherwise lose the
+//! frame to a reset that follows it by a fraction of a millisecond).
 //!
 //! Both bounds are hang guards against a hostile peer, not synchronisation: a peer that keeps
-//! writing past the limit, or never closes, is dropped at the bound (and may then see a
-//! reset). Lingering sockets never hold a connection slot, and at most
+//! writing past the limit, or never closes, is dropped at the deadline (and may then see a
+//! reset, after the frame). Lingering sockets never hold a connection slot, and at most
 //! [`MAX_LINGERING`](crate::server) may linger at once; beyond that a socket closes at once.
 
 use std::time::Duration;
@@ -61,7 +65,7 @@ pub(crate) async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Reads and drops input until the peer's end of stream (or a read error), [`DISCARD_LIMIT`]
-/// bytes, or `deadline`.
+/// bytes, or `deadline`; past the limit, holds the stream unread until `deadline`.
 pub(crate) async fn discard<R: AsyncRead + Unpin>(reader: &mut R, deadline: Instant) -> Lingered {
     let mut buf = vec![0u8; DISCARD_CHUNK];
     let mut total = 0usize;
@@ -80,6 +84,9 @@ pub(crate) async fn discard<R: AsyncRead + Unpin>(reader: &mut R, deadline: Inst
     let how = tokio::time::timeout_at(deadline, reading)
         .await
         .unwrap_or(Lingered::DeadlinePassed);
+    if how == Lingered::LimitReached {
+        tokio::time::sleep_until(deadline).await;
+    }
     tracing::trace!(discarded = total, ?how, "lingering close done");
     how
 }
@@ -115,20 +122,25 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn discarding_stops_at_the_limit() {
+    async fn discarding_stops_at_the_limit_and_holds_the_stream_until_the_deadline() {
         let (mut server, mut client) = UnixStream::pair().unwrap();
         let flood = vec![0u8; DISCARD_LIMIT + 1];
+        let start = Instant::now();
         let writing = async {
             // Ends when the server stops reading and closes.
             let _ = client.write_all(&flood).await;
         };
         let discarding = async {
-            let how = discard(&mut server, Instant::now() + LINGER_DEADLINE).await;
+            let how = discard(&mut server, start + LINGER_DEADLINE).await;
             drop(server);
             how
         };
         let ((), how) = tokio::join!(writing, discarding);
         assert_eq!(how, Lingered::LimitReached);
+        assert!(
+            start.elapsed() >= LINGER_DEADLINE,
+            "a peer past the limit is not reset before the deadline"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -122,6 +122,14 @@ impl StreamReader {
         }
     }
 
+    /// True if a failed read is worth lingering on: an adopted transport fails the read when
+    /// it refuses its peer (a WebSocket closing with 1009, 1003 or 1008), then sends its own
+    /// last frame and yields the input it discards through later reads. A Unix, TCP or TLS
+    /// read fails only when the connection did, so there is nothing to linger on.
+    pub(crate) fn lingers_after_failure(&self) -> bool {
+        matches!(self, Self::Adopted(_))
+    }
+
     /// Reads what the socket holds now into `buf`'s spare room without waiting (`WouldBlock`
     /// when it holds nothing); `None` for TLS and adopted transports.
     pub(crate) fn try_read_buf(&self, buf: &mut bytes::BytesMut) -> Option<io::Result<usize>> {
