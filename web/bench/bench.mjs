@@ -364,8 +364,10 @@ console.log(`streaming: the main thread's CPU time (threadTicks) was ${pct(figur
   console.log(`streaming, traced again (another new session, the bundle unminified; ${p.words} words, ${p.seconds.toFixed(1)} s): main thread busy ${pct(p.busy)} of wall time`);
   console.log(`  ${p.frames.count} WebSocket messages received (${(p.frames.count / p.seconds).toFixed(0)} a second, ${Math.round(p.frames.bytes / p.frames.count)} bytes each on average)`);
   console.log(`  by kind of work: ${p.kinds.map((k) => `${k.name} ${pct(k.share)}`).join(", ")}; of style and layout, forced inside script ${pct(p.forcedLayout)}`);
+  console.log(`  script by part: ${p.parts.map((m) => `${m.name} ${pct(m.share)}`).join(", ")}`);
   console.log(`  script samples by module (${pct(p.scriptSampled)} in all): ${p.modules.map((m) => `${m.name} ${pct(m.share)}`).join(", ")}`);
   console.log(`  top events (self time): ${p.events.map((f) => `${f.name} ${pct(f.share)}`).join("; ")}`);
+  console.log(`  our top functions: ${p.ours.map((f) => `${f.name} ${pct(f.share)}`).join("; ")}`);
   console.log(`  top functions: ${p.functions.map((f) => `${f.name} ${pct(f.share)}`).join("; ")}`);
 }
 if (!ONLY) {

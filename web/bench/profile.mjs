@@ -72,6 +72,8 @@ function group(path) {
   return parts[1].startsWith("@") ? `${parts[1]}/${parts[2]}` : parts[1];
 }
 
+const RENDER_LIBRARIES = new Set(["markdown-it", "dompurify", "linkify-it", "mdurl", "uc.micro", "entities", "punycode.js"]);
+const DECODE_LIBRARIES = new Set(["@earendil-works/pi-protocol", "@earendil-works/pi-client", "typebox"]);
 const STYLE_LAYOUT = new Set(["UpdateLayoutTree", "Layout", "RecalculateStyles", "ScheduleStyleRecalculation", "InvalidateLayout"]);
 const PAINT = new Set(["PrePaint", "Paint", "PaintImage", "Layerize", "UpdateLayer", "UpdateLayerTree", "CompositeLayers", "Commit", "RasterTask", "PaintSetup", "HitTest", "IntersectionObserverController::computeIntersections"]);
 const GC = new Set(["MinorGC", "MajorGC", "V8.GCScavenger", "V8.GCCompactor", "V8.GCIncrementalMarking", "V8.GCFinalizeMC", "V8.GC_MC_BACKGROUND_MARKING", "BlinkGC.AtomicPhase", "CppGC.AtomicMark"]);
@@ -190,6 +192,17 @@ export function breakdown(events, { bundle, scriptPath }) {
     sampled += weight;
   }
   const share = (us) => us / wall;
+  // The parts the page's time is spent on, from the modules above and the events.
+  const partOf = (module) =>
+    module.startsWith("ours: ") || RENDER_LIBRARIES.has(module)
+      ? "our render and state handling (web/src, markdown-it, DOMPurify)"
+      : DECODE_LIBRARIES.has(module)
+        ? "pi-protocol decode and schema check (pi-protocol, pi-client, typebox)"
+        : module === "@earendil-works/chord"
+          ? "chord apply"
+          : "other script (the benchmark's watchers, native)";
+  const parts = new Map();
+  for (const [module, us] of modules) parts.set(partOf(module), (parts.get(partOf(module)) ?? 0) + us);
   const byShare = (m) => [...m].sort((a, b) => b[1] - a[1]).map(([name, us]) => ({ name, share: share(us), ms: us / 1000 }));
   return {
     seconds: wall / 1e6,
@@ -198,7 +211,9 @@ export function breakdown(events, { bundle, scriptPath }) {
     forcedLayout: share(forced),
     scriptSampled: share(sampled),
     modules: byShare(modules),
+    parts: byShare(parts),
     functions: byShare(functions).slice(0, 12),
     events: byShare(names).slice(0, 12),
+    ours: byShare(functions).filter((f) => f.name.startsWith("ours: ")).slice(0, 8),
   };
 }
