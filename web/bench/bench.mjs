@@ -19,6 +19,13 @@
 //   from the host's `web listener on` line (printed once it is bound) to the first frame
 //   that shows the 10,000-item transcript again. Median of N.
 //
+// * Where that streaming time goes: another new session streams the same reply under
+//   Chromium's trace with its sampling profiler, the bundle served unminified for that run
+//   (profile.mjs), split by kind of work and by the bundle's module.
+//
+// The host is the release build `run` builds (BATON_HOST_BIN names another; BATON_BUILD
+// says which, for the output). `--only stream` takes the streaming figures alone.
+//
 // The 10,000 items are written as journal lines into the session's file while the host is
 // stopped (the format the host itself writes), not made by 5,000 model turns.
 
