@@ -381,9 +381,7 @@ function onState(state) {
   if (previous) {
     // Items that leave the front of the window stay on screen (as older items).
     const prevStart = previous.transcriptStart ?? 0;
-    previous.transcript.forEach((item, i) => {
-      if (prevStart + i < start) page.older.set(prevStart + i, item);
-    });
+    for (let i = 0; prevStart + i < start && i < previous.transcript.length; i += 1) page.older.set(prevStart + i, previous.transcript[i]);
   }
   if (page.older.size === 0) page.firstPos = start;
   // Keep only a contiguous run of older items ending right before the window.

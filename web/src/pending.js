@@ -9,21 +9,32 @@ export class PendingStore {
   /** @param {Storage} storage */
   constructor(storage) {
     this.storage = storage;
+    // What `storage` holds, read once per session: the page asks on every state update
+    // (hundreds a second while a reply streams), and `sessionStorage` is this tab's alone,
+    // so only this store writes it.
+    this.known = new Map();
   }
 
   get(sessionId) {
     if (!sessionId) return undefined;
-    try {
-      return JSON.parse(this.storage.getItem(key(sessionId)) ?? "null") ?? undefined;
-    } catch {
-      return undefined;
+    if (!this.known.has(sessionId)) {
+      let entry;
+      try {
+        entry = JSON.parse(this.storage.getItem(key(sessionId)) ?? "null") ?? undefined;
+      } catch {
+        entry = undefined;
+      }
+      this.known.set(sessionId, entry);
     }
+    return this.known.get(sessionId);
   }
 
   /** Records `entry`; returns its nonce (for `clear`). */
   set(sessionId, entry) {
     const nonce = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
-    this.storage.setItem(key(sessionId), JSON.stringify({ ...entry, nonce }));
+    const stored = { ...entry, nonce };
+    this.storage.setItem(key(sessionId), JSON.stringify(stored));
+    this.known.set(sessionId, stored);
     return nonce;
   }
 
@@ -32,6 +43,7 @@ export class PendingStore {
     if (!sessionId) return;
     if (nonce !== undefined && this.get(sessionId)?.nonce !== nonce) return;
     this.storage.removeItem(key(sessionId));
+    this.known.set(sessionId, undefined);
   }
 }
 

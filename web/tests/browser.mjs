@@ -274,7 +274,7 @@ try {
     }
   });
 
-  await test("a prompt streams into the log (role log) and settles", async () => {
+  await test("a prompt streams into the log (role log) and settles, without a sessionStorage read per update", async () => {
     const { page } = main;
     sessionId = await newSession(page, "browser-suite");
     assert.match(sessionId, /^[0-9a-f-]{36}$/);
@@ -282,6 +282,14 @@ try {
     const me = await page.evaluate(() => fetch("/me").then((r) => r.json()));
     await page.waitForFunction((id) => document.querySelector("#presence").textContent.includes(`browser web:${id}`), { timeout: WAIT }, me.tokenId);
     await page.evaluate(() => {
+      // The tab's pending message is asked for on every state update (one per streamed
+      // token): those reads must not each go to sessionStorage.
+      window.__pendingReads = 0;
+      const getItem = Storage.prototype.getItem;
+      Storage.prototype.getItem = function (key) {
+        if (String(key).startsWith("baton.pending.")) window.__pendingReads += 1;
+        return getItem.call(this, key);
+      };
       window.__lengths = [];
       const log = document.querySelector('[role="log"]');
       new MutationObserver(() => {
@@ -296,6 +304,8 @@ try {
     const lengths = await page.evaluate(() => window.__lengths);
     const distinct = new Set(lengths).size;
     assert.ok(distinct >= 5, `the reply grew in only ${distinct} steps: ${lengths.slice(0, 20)}`);
+    const reads = await page.evaluate(() => window.__pendingReads);
+    assert.ok(reads <= 1, `the pending message was read from sessionStorage ${reads} times while ${distinct} states were drawn`);
     const items = await logItems(page);
     assert.deepEqual(
       items.map((i) => i.role),
