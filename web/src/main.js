@@ -12,7 +12,7 @@ import { Client, createClientServiceTransport, ServerError } from "@earendil-wor
 
 import { renderItem, updateItem } from "./items.js";
 import { identify, whoAmI } from "./pairing.js";
-import { PendingStore, landed } from "./pending.js";
+import { PendingStore, reconcile } from "./pending.js";
 import { Backoff } from "./backoff.js";
 import { webSocketTransportFactory, webSocketUrl } from "./transport.js";
 
@@ -24,6 +24,10 @@ const SESSION = defineService("pi.session");
 const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh"];
 const PAGE_ITEMS = 64; // older items fetched per listItems call (and drawn per frame)
 const FIRST_PAINT_ITEMS = 24; // items drawn in a session's first frame: more than a screen
+// Older items (before the published window) kept while the reader follows the end: a tab
+// left open on a busy session keeps this many, not all it ever saw; the rest is paged in
+// again with listItems when scrolled back to.
+const MAX_OLDER = 256;
 const MAX_FULL_READ = 8 << 20; // readItem reads at most this much of one output
 const LIVENESS_TIMEOUT_MS = 4000;
 const RENDER_INTERVAL_MS = 100;
@@ -76,6 +80,10 @@ const page = {
   state: undefined,
   older: new Map(), // position → item, for items before the published window
   firstPos: 0,
+  // Tokens and cost of the older items counted so far (positions countedFrom … window start);
+  // kept as items come and go, so a render sums only the window.
+  olderUsage: { tokens: 0, cost: 0 },
+  countedFrom: 0,
   loadingOlder: false,
   nodes: new Map(), // item id → {item, node}
   connecting: false,
@@ -370,6 +378,8 @@ function resetTranscript() {
   page.state = undefined;
   page.older.clear();
   page.firstPos = 0;
+  page.olderUsage = { tokens: 0, cost: 0 };
+  page.countedFrom = 0;
   page.nodes.clear();
   ui.items.replaceChildren();
 }
@@ -381,7 +391,10 @@ function onState(state) {
   if (previous) {
     // Items that leave the front of the window stay on screen (as older items).
     const prevStart = previous.transcriptStart ?? 0;
-    for (let i = 0; prevStart + i < start && i < previous.transcript.length; i += 1) page.older.set(prevStart + i, previous.transcript[i]);
+    for (let i = 0; prevStart + i < start && i < previous.transcript.length; i += 1) {
+      page.older.set(prevStart + i, previous.transcript[i]);
+      countUsage(previous.transcript[i]);
+    }
   }
   if (page.older.size === 0) page.firstPos = start;
   // Keep only a contiguous run of older items ending right before the window.
@@ -389,12 +402,16 @@ function onState(state) {
     page.older.clear();
     page.firstPos = start;
   }
+  if (page.older.size === 0 && page.countedFrom !== start) {
+    page.olderUsage = { tokens: 0, cost: 0 };
+    page.countedFrom = start;
+  }
   page.state = state;
   if (page.reconcileDue) {
     page.reconcileDue = false;
     reconcilePending(state);
-  } else if (pending.get(page.session?.id) && landed(pending.get(page.session.id), state)) {
-    pending.clear(page.session.id);
+  } else if (page.session && pending.get(page.session.id).length > 0) {
+    pending.remove(page.session.id, reconcile(pending.get(page.session.id), state).landed);
   }
   scheduleRender();
 }
@@ -431,6 +448,29 @@ function renderAll() {
   renderTranscript();
 }
 
+function usageOf(item) {
+  if (item.role !== "assistant" || !item.usage) return undefined;
+  return { tokens: (item.usage.input ?? 0) + (item.usage.output ?? 0), cost: item.usage.cost?.total ?? 0 };
+}
+
+function countUsage(item) {
+  const usage = usageOf(item);
+  if (!usage) return;
+  page.olderUsage.tokens += usage.tokens;
+  page.olderUsage.cost += usage.cost;
+}
+
+// While the reader follows the end, older items past MAX_OLDER are let go from the top
+// (their nodes with them; renderTranscript removes what it no longer draws). Their tokens
+// and cost stay counted, and scrolling back pages them in again with listItems.
+function trimOlder() {
+  if (!page.stick || page.older.size <= MAX_OLDER) return;
+  const keepFrom = (page.state?.transcriptStart ?? 0) - MAX_OLDER;
+  for (let pos = page.firstPos; pos < keepFrom; pos += 1) page.older.delete(pos);
+  page.firstPos = keepFrom;
+  page.shown = Math.min(page.shown, page.older.size + (page.state?.transcript.length ?? 0));
+}
+
 function itemsInOrder() {
   const out = [];
   const state = page.state;
@@ -449,6 +489,7 @@ const readContext = { readFull };
 function renderTranscript() {
   const box = ui.transcript;
   const atBottom = page.stick;
+  trimOlder();
   const all = itemsInOrder();
   // A session opens with its last items drawn first; the rest of what is loaded follows in
   // the next frames (growShown), so the end of a long session is on screen at once.
@@ -514,7 +555,12 @@ async function loadOlder() {
     const items = page_.items ?? [];
     // Only a run that ends where the loaded items begin is taken.
     if (page_.start + items.length !== page.firstPos) return;
-    items.forEach((item, i) => page.older.set(page_.start + i, item));
+    items.forEach((item, i) => {
+      page.older.set(page_.start + i, item);
+      // Paged in again after a trim: already counted.
+      if (page_.start + i < page.countedFrom) countUsage(item);
+    });
+    page.countedFrom = Math.min(page.countedFrom, page_.start);
     page.firstPos = page_.start;
     page.shown += items.length;
     const box = ui.transcript;
@@ -550,12 +596,14 @@ async function readFull(item, path) {
 function renderStatus() {
   const state = page.state;
   setText(ui.phase, state ? (state.compaction?.running ? "compacting" : state.phase) : "—");
-  let tokens = 0;
-  let cost = 0;
-  for (const item of itemsInOrder()) {
-    if (item.role !== "assistant" || !item.usage) continue;
-    tokens += (item.usage.input ?? 0) + (item.usage.output ?? 0);
-    cost += item.usage.cost?.total ?? 0;
+  // The host publishes no session-wide totals: these are of every item this tab has loaded
+  // (the older ones counted as they came, the window's summed here: at most 128 items).
+  let { tokens, cost } = page.olderUsage;
+  for (const item of state?.transcript ?? []) {
+    const usage = usageOf(item);
+    if (!usage) continue;
+    tokens += usage.tokens;
+    cost += usage.cost;
   }
   setText(ui.tokens, `${COUNT.format(tokens)} tokens`);
   setText(ui.cost, `$${cost.toFixed(4)}`);
@@ -674,8 +722,34 @@ function relative(iso) {
   return DAY.format(t);
 }
 
+// Who is attached to the session this tab shows, from its presence list: this browser as
+// "you", a terminal by the name its identity carries ("uid 1000 (alice)" → "alice"), anyone
+// else as the host names them. The directory only counts the clients of other sessions.
+const NAMED_IN_LIST = 4;
+function attachedNames(attached) {
+  const own = page.identity?.tokenId === undefined ? undefined : `browser web:${page.identity.tokenId}`;
+  let mine = 0;
+  return attached.map((a) => {
+    if (a.identity === own) return (mine += 1) === 1 ? "you" : "you (another tab)";
+    const unix = /^uid \d+ \((.+)\)$/.exec(a.identity);
+    return unix ? unix[1] : a.identity;
+  });
+}
+
+function whoIsAttached(s) {
+  const attached = s.id === page.session?.id ? page.state?.attached : undefined;
+  if (!attached?.length) return s.attachedClients === 1 ? "1 attached" : `${s.attachedClients} attached`;
+  const names = attachedNames(attached);
+  const more = Math.max(names.length, s.attachedClients) - Math.min(names.length, NAMED_IN_LIST);
+  return names.slice(0, NAMED_IN_LIST).join(", ") + (more > 0 ? ` +${more} more` : "");
+}
+
 function renderSessions() {
-  const key = JSON.stringify([page.session?.id, page.sessions.map((s) => [s.id, s.name, s.phase, s.model, s.updatedAt, s.attachedClients])]);
+  const key = JSON.stringify([
+    page.session?.id,
+    page.state?.attached,
+    page.sessions.map((s) => [s.id, s.name, s.phase, s.model, s.updatedAt, s.attachedClients]),
+  ]);
   if (ui.list.dataset.key === key) return;
   ui.list.dataset.key = key;
   const rows = page.sessions.map((s) => {
@@ -689,9 +763,12 @@ function renderSessions() {
     name.textContent = s.name ?? s.id.slice(0, 8);
     const meta = document.createElement("span");
     meta.className = "session-meta";
-    const who = s.attachedClients === 1 ? "1 attached" : `${s.attachedClients} attached`;
-    meta.textContent = `${s.phase} · ${s.model} · ${relative(s.updatedAt)} · ${who}`;
-    b.append(name, meta);
+    meta.textContent = `${s.phase} · ${s.model} · ${relative(s.updatedAt)}`;
+    // Its own line, cut with an ellipsis where it does not fit (a phone's drawer).
+    const who = document.createElement("span");
+    who.className = "session-meta session-who";
+    who.textContent = whoIsAttached(s);
+    b.append(name, meta, who);
     b.addEventListener("click", () => openSession(s.id));
     li.append(b);
     return li;
@@ -764,7 +841,7 @@ async function submit(kind) {
   // Before anything leaves: what was sent and where the transcript stood, so that after a
   // lost connection the page can tell whether it landed (and never sends it twice).
   const nonce =
-    record.kind === "compact" ? undefined : pending.set(session.id, { ...record, original: record.original ?? text, baseline: totalItems(page.state) });
+    record.kind === "compact" ? undefined : pending.add(session.id, { ...record, original: record.original ?? text, baseline: totalItems(page.state) });
   ui.prompt.value = "";
   sessionStorage.removeItem(`baton.draft.${session.id}`);
   renderComposer();
@@ -785,23 +862,27 @@ async function submit(kind) {
   }
 }
 
-/** After a (re)attach: did the message whose outcome this tab did not see land? */
+/** After a (re)attach: did the messages whose outcome this tab did not see land? */
 function reconcilePending(state) {
   const id = page.session?.id;
-  const entry = pending.get(id);
-  if (!entry) return;
-  pending.clear(id);
-  if (landed(entry, state)) {
-    notice("Reconnected: your last message had reached the host.");
+  const entries = pending.get(id);
+  if (entries.length === 0) return;
+  const { landed, lost } = reconcile(entries, state);
+  pending.remove(id, entries);
+  if (lost.length === 0) {
+    notice(landed.length === 1 ? "Reconnected: your last message had reached the host." : `Reconnected: your last ${landed.length} messages had reached the host.`);
     return;
   }
-  const lost = entry.original ?? entry.text;
-  ui.prompt.value = ui.prompt.value === "" || page.shownSession !== id ? lost : `${lost}\n${ui.prompt.value}`;
+  // Every message that is not there goes back, oldest first, ahead of what the composer holds.
+  const back = lost.map((e) => e.original ?? e.text).join("\n");
+  ui.prompt.value = ui.prompt.value === "" || page.shownSession !== id ? back : `${back}\n${ui.prompt.value}`;
   sessionStorage.setItem(`baton.draft.${id}`, ui.prompt.value);
+  const what = lost.length === 1 ? (lost[0].kind === "bash" ? "the command you sent" : "your last message") : `${lost.length} of your messages`;
+  const reached = landed.length > 0 ? ` (${landed.length} other${landed.length === 1 ? "" : "s"} had reached it)` : "";
   notice(
-    entry.kind === "bash"
-      ? "Reconnected: the command you sent is not in the transcript yet (it may still be running). It is back in the composer; it was not re-run."
-      : "Reconnected: your last message did not reach the host. It is back in the composer; it was not re-sent.",
+    lost.every((e) => e.kind === "bash")
+      ? `Reconnected: ${what} ${lost.length === 1 ? "is" : "are"} not in the transcript yet (${lost.length === 1 ? "it" : "they"} may still be running)${reached}. Back in the composer; not re-run.`
+      : `Reconnected: ${what} did not reach the host${reached}. Back in the composer; not re-sent.`,
     "warn",
   );
 }

@@ -281,6 +281,8 @@ try {
     // Presence names this browser as `baton links` does.
     const me = await page.evaluate(() => fetch("/me").then((r) => r.json()));
     await page.waitForFunction((id) => document.querySelector("#presence").textContent.includes(`browser web:${id}`), { timeout: WAIT }, me.tokenId);
+    // The session list names who is attached to the session on screen, this tab as "you".
+    await page.waitForFunction(() => document.querySelector('.session[aria-current="true"] .session-who')?.textContent === "you", { timeout: WAIT });
     await page.evaluate(() => {
       // The tab's pending message is asked for on every state update (one per streamed
       // token): those reads must not each go to sessionStorage.
@@ -488,6 +490,13 @@ try {
       assert.equal(await page.$("#create-button"), null, "a viewer page can create sessions");
       assert.equal(await page.$("#model"), null, "a viewer page has a model selector");
       await page.screenshot({ path: join(OUT, "viewer-1280x800.png") });
+      // The operator's session list names the viewer that joined, not just a count.
+      const { tokenId } = await page.evaluate(() => fetch("/me").then((r) => r.json()));
+      await main.page.waitForFunction(
+        (id) => document.querySelector('.session[aria-current="true"] .session-who')?.textContent === `you, browser web:${id}`,
+        { timeout: WAIT },
+        tokenId,
+      );
     } finally {
       await viewer.context.close();
     }
@@ -647,6 +656,35 @@ try {
     assert.equal(await page.evaluate((id) => sessionStorage.getItem(`baton.pending.${id}`), sessionId), null);
   });
 
+  await test("two messages sent before either's outcome was seen are both put back after a reload, neither re-sent", async () => {
+    // The socket stops carrying anything the page sends (a connection that went silently),
+    // then two messages go through the composer: both are in flight with no answer.
+    const { page, frames } = main;
+    await waitIdle(page);
+    await page.evaluate(() => {
+      WebSocket.prototype.send = function () {};
+    });
+    await send(page, "first unsent");
+    await page.waitForFunction(() => document.querySelector("#prompt").value === "", { timeout: WAIT });
+    await send(page, "second unsent");
+    await page.waitForFunction(() => document.querySelector("#prompt").value === "", { timeout: WAIT });
+    const stored = await page.evaluate((id) => JSON.parse(sessionStorage.getItem(`baton.pending.${id}`)), sessionId);
+    assert.deepEqual(
+      stored.map((e) => e.text),
+      ["first unsent", "second unsent"],
+    );
+    await page.reload();
+    await waitConnected(page);
+    await page.waitForFunction(() => document.querySelector("#prompt")?.value === "first unsent\nsecond unsent", { timeout: WAIT });
+    assert.match(await page.$eval("#notice", (n) => n.textContent), /2 of your messages did not reach the host/);
+    assert.equal(frames.requests("prompt").filter((e) => /unsent/.test(e.message.call.args[0])).length, 0);
+    assert.equal(await page.evaluate((id) => sessionStorage.getItem(`baton.pending.${id}`), sessionId), null);
+    await page.evaluate(() => {
+      document.querySelector("#prompt").value = "";
+      sessionStorage.removeItem(`baton.draft.${sessionStorage.getItem("baton.session")}`);
+    });
+  });
+
   await test("nothing is kept in localStorage", async () => {
     assert.equal(await main.page.evaluate(() => localStorage.length), 0);
   });
@@ -718,6 +756,42 @@ ws.onclose = () => { if (document.title !== "opened") document.title = "refused"
     assert.equal(await page.$eval('[role="log"] article pre', (n) => n.textContent), "line-0");
     assert.equal(await page.evaluate(() => sessionStorage.getItem("baton.session")), id);
   });
+
+  await test("a tab left open at the end of a growing session keeps at most 256 older items; the rest pages in again", async () => {
+    // The long session of the case before (150 items), followed at its end while 300 more
+    // arrive: the window (128) plus 256 older items stay drawn, not all 450.
+    const { page, frames } = main;
+    await page.$eval('[role="log"]', (log) => {
+      log.scrollTop = log.scrollHeight;
+    });
+    await page.waitForFunction(
+      () => {
+        const log = document.querySelector('[role="log"]');
+        return log.scrollHeight - log.scrollTop - log.clientHeight < 48;
+      },
+      { timeout: WAIT },
+    );
+    const failures = await page.evaluate(async () => {
+      const bad = [];
+      for (let n = 150; n < 450; n += 1) {
+        const answer = await globalThis.batonPage.call("bash", `echo line-${n}`, {});
+        if (!answer.ok) bad.push(answer);
+      }
+      return bad;
+    });
+    assert.deepEqual(failures, []);
+    await page.waitForFunction(() => [...document.querySelectorAll('[role="log"] article pre')].at(-1)?.textContent === "line-449", { timeout: WAIT });
+    await page.waitForFunction(() => document.querySelector('[role="log"] article pre')?.textContent === "line-66", { timeout: WAIT });
+    assert.equal(await page.$$eval('[role="log"] article', (n) => n.length), 128 + 256);
+    assert.equal(await page.$eval("#older-status", (n) => n.textContent), "66 older messages — scroll up to load");
+    // Scrolled back to: what was let go comes again from listItems.
+    const before = frames.requests("listItems").length;
+    await page.$eval('[role="log"]', (log) => {
+      log.scrollTop = 0;
+    });
+    await page.waitForFunction(() => Number(/^line-(\d+)$/.exec(document.querySelector('[role="log"] article pre')?.textContent)?.[1]) < 66, { timeout: WAIT });
+    assert.ok(frames.requests("listItems").length > before, "no listItems request");
+  }, { timeoutMs: 240000 });
 
   await test("screenshots at 1280×800 and 390×844; the phone layout is one column with the composer on screen", async () => {
     const { page } = main;
