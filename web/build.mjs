@@ -1,4 +1,5 @@
-// Builds the page into dist/: index.html, assets/app.js, assets/app.css. The output is
+// Builds the page into dist/: index.html, assets/app.js, assets/app.css, and beside each its
+// gzip (`.gz`, what the host sends when the browser accepts gzip). The output is
 // byte-reproducible from the lock file (no timestamps, no absolute paths, no source maps,
 // a fixed target), because the committed dist/ is what the host embeds and CI rebuilds it
 // and compares (.ci/web-bundle-check).
@@ -56,9 +57,21 @@ await rm(DIST, { recursive: true, force: true });
 await mkdir(join(DIST, "assets"), { recursive: true });
 let gzipped = 0;
 for (const [name, bytes] of Object.entries(files)) {
+  const gz = gzip(bytes);
   await writeFile(join(DIST, name), bytes);
-  const gz = gzipSync(bytes, { level: 9 }).length;
-  gzipped += gz;
-  console.log(`${name.padEnd(16)} ${String(bytes.length).padStart(8)} bytes, ${String(gz).padStart(7)} gzipped`);
+  await writeFile(join(DIST, `${name}.gz`), gz);
+  gzipped += gz.length;
+  console.log(`${name.padEnd(16)} ${String(bytes.length).padStart(8)} bytes, ${String(gz.length).padStart(7)} gzipped`);
 }
 console.log(`${"total".padEnd(16)} ${" ".repeat(8)}        ${String(gzipped).padStart(7)} gzipped`);
+
+// Level 9; zlib's header has no name and a zero time already, and the OS byte is set to
+// "unknown" (RFC 1952: 255) so the bytes do not depend on the platform that built them.
+function gzip(bytes) {
+  const gz = gzipSync(bytes, { level: 9 });
+  if (gz[0] !== 0x1f || gz[1] !== 0x8b || gz[3] !== 0 || gz.readUInt32LE(4) !== 0) {
+    throw new Error("unexpected gzip header (a name, flags or a time)");
+  }
+  gz[9] = 255;
+  return gz;
+}

@@ -15,6 +15,8 @@ mod checks;
 mod common;
 #[path = "web/https.rs"]
 mod https;
+#[path = "web/page.rs"]
+mod page;
 #[path = "web/service_host.rs"]
 mod service_host;
 #[path = "web/sockets.rs"]

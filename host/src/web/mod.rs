@@ -10,13 +10,14 @@
 //!
 //! * `gate`: [`WebGate`], what the host's browser identities answer (pairing, cookies).
 //! * `hosts`: the `Host` values the listener answers to and the page's origin ([`Scheme`]).
-//! * `headers`, `cookie`, `assets`: the security headers, the `baton_web` cookie, the
-//!   embedded page.
+//! * `headers`, `cookie`, `assets`, `encoding`: the security headers, the `baton_web` cookie,
+//!   the embedded page (plain and gzip, with entity tags), `Accept-Encoding`.
 //! * `socket`: [`WsBytes`], a WebSocket as a byte stream (caps, backpressure, closes).
 //! * `routes`: the HTTP surface; `tls`: [`WebTls`]; `listener`: [`WebListener`].
 
 mod assets;
 mod cookie;
+mod encoding;
 mod error;
 mod gate;
 mod headers;

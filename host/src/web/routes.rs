@@ -3,7 +3,7 @@
 //!
 //! | path | checks | answer |
 //! |---|---|---|
-//! | `GET /`, `/assets/app.js`, `/assets/app.css` | Host | the embedded page |
+//! | `GET`/`HEAD` `/`, `/assets/app.js`, `/assets/app.css` | Host | the embedded page (gzip if accepted, `ETag`, 304 on `If-None-Match`) |
 //! | `POST /pair` (JSON `{"code"}`, ≤ 4 KiB) | Host, Origin (required) | 200 `{"tokenId","role","session","serverId"}` + `Set-Cookie`, or 403 `{"error"}` |
 //! | `GET /me` | Host, Origin (if sent) | 200 as `/pair`, or 401 `{"error"}` |
 //! | `GET /ws` | Host, Origin (required), cookie | 101 and the socket, or 403 with one line |
@@ -28,8 +28,9 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::assets::asset;
+use super::assets::{Asset, asset, none_match};
 use super::cookie;
+use super::encoding::accepts_gzip;
 use super::gate::{WebGate, WebPeer};
 use super::headers::secure;
 use super::hosts::Hosts;
@@ -90,19 +91,54 @@ async fn route<H: ServerHost>(
         (&Method::GET, "/me") => me(&site, &req, &host),
         (_, "/ws" | "/pair" | "/me") => method_not_allowed(),
         (&Method::GET | &Method::HEAD, p) => match asset(p) {
-            Some(a) => {
-                let mut r = Response::new(Full::new(Bytes::from_static(a.body)));
-                r.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static(a.content_type),
-                );
-                r
-            }
+            Some(a) => page(a, req.headers()),
             None => text(StatusCode::NOT_FOUND, "not found"),
         },
         (_, p) if asset(p).is_some() => method_not_allowed(),
         _ => text(StatusCode::NOT_FOUND, "not found"),
     }
+}
+
+/// An embedded file: gzip if the request accepts it, with its `ETag`, revalidated on every load
+/// (`no-cache`: the names are not content-hashed), 304 with no body when `If-None-Match` names
+/// the form that would be sent.
+fn page(a: &Asset, headers: &HeaderMap) -> Response<Body> {
+    let gzip = accepts_gzip(headers);
+    let etag = a.etag(gzip);
+    let unchanged = none_match(
+        headers
+            .get_all(header::IF_NONE_MATCH)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+        etag,
+    );
+    let mut r = if unchanged {
+        let mut r = Response::new(Body::default());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        let mut r = Response::new(Full::new(Bytes::from_static(if gzip {
+            a.gzip
+        } else {
+            a.body
+        })));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(a.content_type),
+        );
+        if gzip {
+            r.headers_mut()
+                .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        }
+        r
+    };
+    let h = r.headers_mut();
+    h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        h.insert(header::ETAG, v);
+    }
+    r
 }
 
 /// `Origin` must be the page's own; `required` unless a same-origin GET may leave it out.

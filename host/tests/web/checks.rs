@@ -10,7 +10,7 @@ use tokio_tungstenite::tungstenite;
 use crate::support::{HttpResponse, Web, cookie_of, pair_request};
 
 /// The headers every answer carries on plain http.
-fn assert_secured(r: &HttpResponse, what: &str) {
+pub(crate) fn assert_secured(r: &HttpResponse, what: &str) {
     assert_eq!(
         r.header("Content-Security-Policy"),
         CONTENT_SECURITY_POLICY,

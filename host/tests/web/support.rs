@@ -238,7 +238,9 @@ pub(crate) fn pair_request(host: &str, origin: &str, body: &str) -> String {
 pub(crate) struct HttpResponse {
     pub(crate) status: u16,
     pub(crate) headers: Vec<(String, String)>,
+    /// The body as text (lossy: see `bytes` for a gzip).
     pub(crate) body: String,
+    pub(crate) bytes: Vec<u8>,
 }
 
 impl HttpResponse {
@@ -271,8 +273,12 @@ pub(crate) async fn exchange(
     guard("http response", io.read_to_end(&mut raw))
         .await
         .unwrap();
-    let text = String::from_utf8(raw).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    let head = String::from_utf8(raw[..split].to_vec()).unwrap();
+    let bytes = raw[split + 4..].to_vec();
     let mut lines = head.split("\r\n");
     let status = lines
         .next()
@@ -291,6 +297,7 @@ pub(crate) async fn exchange(
     HttpResponse {
         status,
         headers,
-        body: body.to_owned(),
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+        bytes,
     }
 }
