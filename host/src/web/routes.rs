@@ -153,7 +153,6 @@ async fn pair<H: ServerHost>(site: &Site<H>, req: Request<Incoming>, host: &str)
     };
     match site.gate.pair(&code) {
         Ok(paired) => {
-            tracing::info!(token = %paired.peer.token_id, role = %paired.peer.role, "browser paired");
             let mut r = json(StatusCode::OK, &peer_json(site, &paired.peer));
             if let Ok(v) =
                 HeaderValue::from_str(&cookie::set(&paired.cookie_value, site.hosts.scheme()))
