@@ -78,9 +78,13 @@ async fn route<H: ServerHost>(
     };
     if !site.hosts.allows(&host) {
         tracing::debug!(%host, "refused: a Host this listener does not answer to");
+        let shown = shown_host(&host);
         return text(
             StatusCode::FORBIDDEN,
-            "forbidden: this host does not answer to that name",
+            &format!(
+                "forbidden: this host does not answer to \"{shown}\"; \
+                 start it with --web-host {shown} to allow that name"
+            ),
         );
     }
     let path = req.uri().path().to_owned();
@@ -286,6 +290,18 @@ fn peer_json<H: ServerHost>(site: &Site<H>, peer: &WebPeer) -> serde_json::Value
     })
 }
 
+/// The longest refused `Host` a refusal repeats.
+const MAX_SHOWN_HOST: usize = 100;
+
+/// A refused `Host` fit to repeat in one line: printable ASCII only (anything else becomes
+/// `?`), cut at [`MAX_SHOWN_HOST`] characters.
+fn shown_host(host: &str) -> String {
+    host.chars()
+        .take(MAX_SHOWN_HOST)
+        .map(|c| if c == ' ' || c.is_ascii_graphic() { c } else { '?' })
+        .collect()
+}
+
 fn header_text(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
@@ -316,4 +332,16 @@ fn json_error(status: StatusCode, line: &str) -> Response<Body> {
 
 fn method_not_allowed() -> Response<Body> {
     text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_host_is_repeated_as_printable_ascii_within_the_cap() {
+        assert_eq!(shown_host("evil.example:7880"), "evil.example:7880");
+        assert_eq!(shown_host("a\tb\u{e9}\u{7f}"), "a?b??");
+        assert_eq!(shown_host(&"x".repeat(500)).len(), MAX_SHOWN_HOST);
+    }
 }
