@@ -16,7 +16,7 @@ use baton_host::provider::scripted::{DEFAULT_TOKEN_DELAY, ScriptedConfig};
 use baton_host::service::{AccessPolicy, ServiceHost, ServiceLimits};
 use baton_host::session::{HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
 use baton_host::tool::confinement_status;
-use baton_host::web::{WebConfig, WebGate, WebListener, WebTls};
+use baton_host::web::{WebConfig, WebGate, WebListener, WebTls, check_web_host};
 use baton_protocol::unix::BaseDir;
 use baton_protocol::{ServerId, unix};
 use baton_server::{ClientAuth, ListenAddr, Listener, Server, ServerConfig, TcpOptions, TlsConfig};
@@ -381,6 +381,9 @@ fn listeners(
     args: &ServeArgs,
     server_id: &ServerId,
 ) -> Result<(Vec<Listener>, Vec<WebConfig>), Failure> {
+    for name in &args.web_host {
+        check_web_host(name).map_err(|e| Failure::new(e.to_string()))?;
+    }
     if args.listen.is_empty() {
         return Ok((vec![Listener::unix(default_socket_dir())], Vec::new()));
     }

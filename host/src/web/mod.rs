@@ -30,7 +30,7 @@ pub use cookie::COOKIE_NAME;
 pub use error::WebError;
 pub use gate::{PairRefused, Paired, WebGate, WebPeer};
 pub use headers::{CONTENT_SECURITY_POLICY, STRICT_TRANSPORT_SECURITY};
-pub use hosts::Scheme;
+pub use hosts::{Scheme, check_web_host};
 pub use listener::{MAX_HTTP_CONNECTIONS, WebConfig, WebListener};
 pub use routes::MAX_PAIR_BODY;
 pub use socket::{MAX_WRITE_MESSAGE, WsBytes, config as websocket_config};
