@@ -10,7 +10,7 @@
 //!
 //! * `gate`: [`WebGate`], what the host's browser identities answer (pairing, cookies).
 //! * `hosts`: the `Host` values the listener answers to and the page's origin ([`Scheme`]).
-//! * `headers`, `cookie`, `assets`: the security headers, the `baton_web` cookie, the
+//! * `headers`, `cookie`, `assets`: the security headers, the `baton_web` (`__Host-baton_web` on https) cookie, the
 //!   embedded page.
 //! * `socket`: [`WsBytes`], a WebSocket as a byte stream (caps, backpressure, closes).
 //! * `routes`: the HTTP surface; `tls`: [`WebTls`]; `listener`: [`WebListener`].
@@ -26,7 +26,7 @@ mod routes;
 mod socket;
 mod tls;
 
-pub use cookie::COOKIE_NAME;
+pub use cookie::{COOKIE_NAME, SECURE_COOKIE_NAME, cookie_name};
 pub use error::WebError;
 pub use gate::{PairRefused, Paired, WebGate, WebPeer};
 pub use headers::{CONTENT_SECURITY_POLICY, STRICT_TRANSPORT_SECURITY};

@@ -173,7 +173,7 @@ fn me<H: ServerHost>(site: &Site<H>, req: &Request<Incoming>, host: &str) -> Res
     if let Err(why) = check_origin(&site.hosts, req.headers(), host, false) {
         return json_error(StatusCode::FORBIDDEN, why);
     }
-    match cookie::read(req.headers()).and_then(|c| site.gate.authenticate(c)) {
+    match cookie::read(req.headers(), site.hosts.scheme()).and_then(|c| site.gate.authenticate(c)) {
         Some(peer) => json(StatusCode::OK, &peer_json(site, &peer)),
         None => json_error(
             StatusCode::UNAUTHORIZED,
@@ -192,7 +192,9 @@ fn upgrade<H: ServerHost>(
         tracing::debug!(%addr, "socket refused: {why}");
         return text(StatusCode::FORBIDDEN, why);
     }
-    let Some(peer) = cookie::read(req.headers()).and_then(|c| site.gate.authenticate(c)) else {
+    let Some(peer) =
+        cookie::read(req.headers(), site.hosts.scheme()).and_then(|c| site.gate.authenticate(c))
+    else {
         tracing::debug!(%addr, "socket refused: no valid cookie");
         return text(StatusCode::FORBIDDEN, "forbidden: not paired");
     };
@@ -298,7 +300,13 @@ const MAX_SHOWN_HOST: usize = 100;
 fn shown_host(host: &str) -> String {
     host.chars()
         .take(MAX_SHOWN_HOST)
-        .map(|c| if c == ' ' || c.is_ascii_graphic() { c } else { '?' })
+        .map(|c| {
+            if c == ' ' || c.is_ascii_graphic() {
+                c
+            } else {
+                '?'
+            }
+        })
         .collect()
 }
 
