@@ -16,7 +16,8 @@
 //!   waits on the sink before taking more: the WebSocket layer buffers at most its write
 //!   buffer plus one message, so a browser that stops reading stops the connection's writer
 //!   (which then falls back to the server's slow-consumer resync) instead of growing memory.
-//! * Shutting down sends the close frame.
+//! * Shutting down sends the close frame: 1008 "browser token revoked" once the token is
+//!   revoked (the server closing the token's connections shuts the socket down), else none.
 
 use std::io;
 use std::pin::Pin;
@@ -37,6 +38,8 @@ pub const MAX_WRITE_MESSAGE: usize = 64 * 1024;
 const WRITE_BUFFER: usize = 64 * 1024;
 /// Its hard cap: the write buffer plus a message, with room.
 const MAX_WRITE_BUFFER: usize = 4 * MAX_WRITE_MESSAGE;
+/// The close reason of a revoked browser token's sockets (code 1008, policy).
+const REVOKED: &str = "browser token revoked";
 /// The read buffer each socket keeps (small: a thousand idle tabs should cost little).
 const READ_BUFFER: usize = 8 * 1024;
 
@@ -62,6 +65,9 @@ pub struct WsBytes<S> {
     pending: Bytes,
     /// Cancelled: the socket closes with 1008.
     revoked: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    /// The same token, for a shutdown to ask (the server may end the connection before a
+    /// read sees the revocation); `None` once its close frame is queued.
+    revoked_token: Option<CancellationToken>,
     /// A close this side started because of the peer (text, too big, revoked), and the
     /// error reads then give.
     refusing: Option<Refusal>,
@@ -107,6 +113,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WsBytes<S> {
             ws,
             pending: Bytes::new(),
             revoked: None,
+            revoked_token: None,
             refusing: None,
             _ended: None,
         }
@@ -120,7 +127,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WsBytes<S> {
 
     /// Closes the socket (1008) as soon as `revoked` is cancelled.
     pub fn revoked_by(mut self, revoked: CancellationToken) -> Self {
-        self.revoked = Some(Box::pin(revoked.cancelled_owned()));
+        self.revoked = Some(Box::pin(revoked.clone().cancelled_owned()));
+        self.revoked_token = Some(revoked);
         self
     }
 
@@ -204,11 +212,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for WsBytes<S> {
             && let Some(revoked) = &mut this.revoked
             && revoked.as_mut().poll(cx).is_ready()
         {
-            this.refuse(
-                CloseCode::Policy,
-                "browser token revoked",
-                io::ErrorKind::ConnectionAborted,
-            );
+            this.refuse(CloseCode::Policy, REVOKED, io::ErrorKind::ConnectionAborted);
         }
         if this.refusing.is_some() {
             return this.poll_refusal(cx, buf);
@@ -275,7 +279,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for WsBytes<S> {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match ready!(Pin::new(&mut self.get_mut().ws).poll_close(cx)) {
+        let this = self.get_mut();
+        // A revoked socket ends with its 1008, also when the server closed the connection
+        // (closing the token's connections) before any read saw the revocation.
+        if this.refusing.is_none()
+            && this
+                .revoked_token
+                .as_ref()
+                .is_some_and(CancellationToken::is_cancelled)
+        {
+            ready!(Pin::new(&mut this.ws).poll_ready(cx)).map_err(io_error)?;
+            this.revoked_token = None;
+            let _ = Pin::new(&mut this.ws).start_send(Message::Close(Some(CloseFrame {
+                code: CloseCode::Policy,
+                reason: REVOKED.into(),
+            })));
+        }
+        match ready!(Pin::new(&mut this.ws).poll_close(cx)) {
             Ok(())
             | Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
                 Poll::Ready(Ok(()))

@@ -1,7 +1,8 @@
 //! The WebSocket endpoint carries the protocol into the server's connection core: routing,
 //! limits, slow-consumer resync, revocation, and many browsers at once.
 
-use baton_protocol::{Outcome, ServerMessage, ServiceUpdate, Value};
+use baton_protocol::codec::encode_frame;
+use baton_protocol::{ClientMessage, Outcome, ServerMessage, ServiceUpdate, Value};
 use baton_server::{Published, ServerConfig};
 use baton_tests::host::TestHost;
 use baton_tests::mirror::Mirror;
@@ -74,6 +75,37 @@ async fn a_revoked_token_closes_its_live_sockets_at_once() {
         ])
         .await;
     assert!(refused.is_err(), "a revoked cookie opens no socket");
+}
+
+#[tokio::test]
+async fn a_revoked_token_closes_its_socket_with_1008_browser_token_revoked() {
+    let w = Web::start().await;
+    w.gate.add("gone");
+    let cookie = format!("baton_web={}", cookie_of("gone"));
+    let mut ws = w
+        .ws(&[("Origin", &w.origin()), ("Cookie", &cookie)])
+        .await
+        .unwrap();
+    let hello = encode_frame(&ClientMessage::hello(), u32::MAX).unwrap();
+    ws.send(Message::Binary(hello)).await.unwrap();
+    assert!(
+        matches!(
+            guard("hello answer", ws.next()).await,
+            Some(Ok(Message::Binary(_)))
+        ),
+        "the server answers hello: the socket is its connection"
+    );
+    w.gate.revoke("gone");
+    let frame = loop {
+        match guard("close frame", ws.next()).await {
+            Some(Ok(Message::Close(frame))) => break frame,
+            Some(Ok(_)) => {}
+            other => panic!("socket ended without a close frame: {other:?}"),
+        }
+    };
+    let frame = frame.expect("a close frame with a code, not 1005");
+    assert_eq!(frame.code, CloseCode::Policy);
+    assert_eq!(frame.reason.as_str(), "browser token revoked");
 }
 
 #[tokio::test]
