@@ -105,6 +105,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
     for web in &mut webs {
         web.max_frame_length = server_config.max_frame_length;
         web.timeout = server_config.handshake_timeout;
+        web.tcp_keepalive = server_config.tcp_keepalive;
     }
     if !has_policy && listeners.iter().any(|l| matches!(l, Listener::Tcp(_))) {
         tracing::warn!(

@@ -12,7 +12,8 @@
 //! * `hosts`: the `Host` values the listener answers to and the page's origin ([`Scheme`]).
 //! * `headers`, `cookie`, `assets`: the security headers, the `baton_web` (`__Host-baton_web` on https) cookie, the
 //!   embedded page.
-//! * `socket`: [`WsBytes`], a WebSocket as a byte stream (caps, backpressure, closes).
+//! * `socket`: [`WsBytes`], a WebSocket as a byte stream (caps, backpressure, closes);
+//!   `heartbeat`: its pings and the deadline for an answer ([`HeartbeatConfig`]).
 //! * `routes`: the HTTP surface; `tls`: [`WebTls`]; `listener`: [`WebListener`].
 
 mod assets;
@@ -20,6 +21,7 @@ mod cookie;
 mod error;
 mod gate;
 mod headers;
+mod heartbeat;
 mod hosts;
 mod listener;
 mod routes;
@@ -30,6 +32,7 @@ pub use cookie::{COOKIE_NAME, SECURE_COOKIE_NAME, cookie_name};
 pub use error::WebError;
 pub use gate::{PairRefused, Paired, WebGate, WebPeer};
 pub use headers::{CONTENT_SECURITY_POLICY, STRICT_TRANSPORT_SECURITY};
+pub use heartbeat::{DEAD_AFTER, HeartbeatConfig, PING_INTERVAL};
 pub use hosts::{Scheme, check_web_host};
 pub use listener::{MAX_HTTP_CONNECTIONS, WebConfig, WebListener};
 pub use routes::MAX_PAIR_BODY;

@@ -32,6 +32,7 @@ use super::assets::asset;
 use super::cookie;
 use super::gate::{WebGate, WebPeer};
 use super::headers::secure;
+use super::heartbeat::HeartbeatConfig;
 use super::hosts::Hosts;
 use super::socket::WsBytes;
 use crate::spawn::spawn_tracked;
@@ -50,6 +51,8 @@ pub(crate) struct Site<H: ServerHost> {
     pub(crate) ws_config: WebSocketConfig,
     /// Bounds a request body's arrival (and the TLS handshake, and request headers).
     pub(crate) timeout: Duration,
+    /// Each socket's heartbeat, if any.
+    pub(crate) heartbeat: Option<HeartbeatConfig>,
     /// Upgraded sockets' watchers.
     pub(crate) tasks: TaskTracker,
     pub(crate) shutdown: CancellationToken,
@@ -258,9 +261,12 @@ async fn serve_socket<H: ServerHost>(
 ) {
     let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(site.ws_config)).await;
     let ended = CancellationToken::new();
-    let bytes = WsBytes::new(ws)
+    let mut bytes = WsBytes::new(ws)
         .revoked_by(peer.revoked.clone())
         .cancel_on_drop(ended.clone());
+    if let Some(heartbeat) = site.heartbeat {
+        bytes = bytes.heartbeat(heartbeat);
+    }
     let identity = PeerIdentity::Web {
         token_id: peer.token_id.clone(),
         addr,
