@@ -279,7 +279,7 @@ try {
     right.opened.close(1000);
   });
 
-  await report.case("baton unlink closes the live socket at once, and the cookie opens no other", async () => {
+  await report.case("baton unlink closes the live socket at once with 1008, and the cookie opens no other", async () => {
     const who = await paired(host);
     const refusals = [];
     const { client, sockets } = await connect(host, who, { refusals });
@@ -288,7 +288,10 @@ try {
     const gone = closed(sockets[0]);
     const unlinked = await baton(BATON_BIN, host.socketUrl, ["unlink", who.tokenId]);
     assert.equal(unlinked.code, 0, unlinked.stderr);
-    await gone;
+    // docs/web.md: every live socket of a revoked token closes with 1008 "browser token revoked".
+    const { code, reason } = await gone;
+    assert.equal(code, 1008, `closed with ${code}`);
+    assert.equal(reason, "browser token revoked");
     const me = await request(host.base, { path: "/me", headers: { Cookie: who.cookie } });
     assert.equal(me.status, 401, me.body);
     const again = await openSocket(host.wsUrl, { Origin: host.origin, Cookie: who.cookie });

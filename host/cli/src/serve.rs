@@ -16,7 +16,7 @@ use baton_host::provider::scripted::{DEFAULT_TOKEN_DELAY, ScriptedConfig};
 use baton_host::service::{AccessPolicy, ServiceHost, ServiceLimits};
 use baton_host::session::{HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
 use baton_host::tool::confinement_status;
-use baton_host::web::{WebConfig, WebGate, WebListener, WebTls};
+use baton_host::web::{WebConfig, WebGate, WebListener, WebTls, check_web_host};
 use baton_protocol::unix::BaseDir;
 use baton_protocol::{ServerId, unix};
 use baton_server::{ClientAuth, ListenAddr, Listener, Server, ServerConfig, TcpOptions, TlsConfig};
@@ -105,6 +105,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
     for web in &mut webs {
         web.max_frame_length = server_config.max_frame_length;
         web.timeout = server_config.handshake_timeout;
+        web.tcp_keepalive = server_config.tcp_keepalive;
     }
     if !has_policy && listeners.iter().any(|l| matches!(l, Listener::Tcp(_))) {
         tracing::warn!(
@@ -381,6 +382,9 @@ fn listeners(
     args: &ServeArgs,
     server_id: &ServerId,
 ) -> Result<(Vec<Listener>, Vec<WebConfig>), Failure> {
+    for name in &args.web_host {
+        check_web_host(name).map_err(|e| Failure::new(e.to_string()))?;
+    }
     if args.listen.is_empty() {
         return Ok((vec![Listener::unix(default_socket_dir())], Vec::new()));
     }

@@ -159,3 +159,35 @@ async fn max_connections_refuses_the_connection_beyond_it_with_busy() {
     drop(first);
     assert!(host.terminate().await.success());
 }
+
+#[tokio::test]
+async fn a_malformed_web_host_is_refused_in_one_line_before_anything_listens() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock_dir = dir.path().join("sock");
+    let (status, out, err) = run(
+        "serve",
+        Command::new(HOST).args([
+            "serve",
+            "--listen",
+            &format!("unix://{}", sock_dir.display()),
+            "--listen",
+            "http://127.0.0.1:0",
+            "--web-host",
+            "a b",
+            "--sessions-dir",
+            &dir.path().join("sessions").display().to_string(),
+        ]),
+    )
+    .await;
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert_eq!(out, "");
+    assert_eq!(
+        err.trim_end(),
+        "baton-host: --web-host \"a b\": expected a host name or IP address with an optional :PORT",
+        "one line, nothing else"
+    );
+    assert!(
+        !sock_dir.exists(),
+        "refused before the server made its socket directory"
+    );
+}

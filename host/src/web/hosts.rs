@@ -130,6 +130,15 @@ impl Hosts {
     }
 }
 
+/// Checks a `--web-host` the way [`WebListener::start`](super::WebListener::start) will, so a
+/// command can refuse it before starting anything.
+///
+/// # Errors
+/// [`WebError::WebHost`] for a value that is not `NAME[:PORT]`.
+pub fn check_web_host(text: &str) -> Result<(), WebError> {
+    parse_web_host(text).map(|_| ())
+}
+
 /// `NAME`, `NAME:PORT`, `IP:PORT` or `[IPV6]:PORT`, lowercased.
 fn parse_web_host(text: &str) -> Result<(String, Option<u16>), WebError> {
     let bad = || WebError::WebHost(text.to_owned());

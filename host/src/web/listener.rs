@@ -6,7 +6,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_server::{DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_FRAME_LENGTH, Server, ServerHost};
+use baton_server::listen::configure_accepted;
+use baton_server::{
+    DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_FRAME_LENGTH, KeepaliveConfig, Server, ServerHost,
+};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -18,6 +21,7 @@ use tracing::Instrument;
 
 use super::error::WebError;
 use super::gate::WebGate;
+use super::heartbeat::HeartbeatConfig;
 use super::hosts::{Hosts, Scheme};
 use super::routes::{Site, handle};
 use super::socket;
@@ -49,11 +53,18 @@ pub struct WebConfig {
     pub max_frame_length: u32,
     /// Bounds the TLS handshake, request headers and a request body's arrival.
     pub timeout: Duration,
+    /// TCP keepalive and (Linux) user timeout on accepted sockets, as the server's
+    /// [`ServerConfig::tcp_keepalive`](baton_server::ServerConfig::tcp_keepalive); `None`
+    /// disables both.
+    pub tcp_keepalive: Option<KeepaliveConfig>,
+    /// The WebSocket heartbeat: the server's pings and the silence after which a socket is
+    /// closed; `None` disables it.
+    pub heartbeat: Option<HeartbeatConfig>,
 }
 
 impl WebConfig {
     /// Plain HTTP on `addr` (loopback unless allowed otherwise), the server's default frame
-    /// limit and handshake timeout.
+    /// limit, handshake timeout and keepalive, and the default heartbeat.
     pub fn new(addr: SocketAddr) -> Self {
         Self {
             addr,
@@ -62,6 +73,8 @@ impl WebConfig {
             allow_insecure_remote: false,
             max_frame_length: DEFAULT_MAX_FRAME_LENGTH,
             timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            tcp_keepalive: Some(KeepaliveConfig::default()),
+            heartbeat: Some(HeartbeatConfig::default()),
         }
     }
 }
@@ -123,6 +136,7 @@ impl WebListener {
             server,
             ws_config: socket::config(config.max_frame_length),
             timeout: config.timeout,
+            heartbeat: config.heartbeat,
             tasks: tasks.clone(),
             shutdown: stop.clone(),
         });
@@ -132,8 +146,15 @@ impl WebListener {
         tracing::info!(addr = %local, %scheme, "web listener on {}", base_urls.first().map_or("", String::as_str));
         spawn_tracked(
             &tasks,
-            accept_loop(listener, site, acceptor, tasks.clone(), stop.clone())
-                .instrument(tracing::info_span!("web", addr = %local)),
+            accept_loop(
+                listener,
+                site,
+                acceptor,
+                config.tcp_keepalive,
+                tasks.clone(),
+                stop.clone(),
+            )
+            .instrument(tracing::info_span!("web", addr = %local)),
         );
         Ok(Self {
             local,
@@ -174,6 +195,7 @@ async fn accept_loop<H: ServerHost>(
     listener: TcpListener,
     site: Arc<Site<H>>,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
+    keepalive: Option<KeepaliveConfig>,
     tasks: TaskTracker,
     stop: CancellationToken,
 ) {
@@ -192,7 +214,7 @@ async fn accept_loop<H: ServerHost>(
         };
         match accepted {
             Ok((tcp, addr)) => {
-                let _ = tcp.set_nodelay(true);
+                configure_accepted(&tcp, keepalive);
                 spawn_tracked(
                     &tasks,
                     serve_http(Arc::clone(&site), acceptor.clone(), tcp, addr, permit),

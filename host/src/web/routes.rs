@@ -33,6 +33,7 @@ use super::cookie;
 use super::encoding::accepts_gzip;
 use super::gate::{WebGate, WebPeer};
 use super::headers::secure;
+use super::heartbeat::HeartbeatConfig;
 use super::hosts::Hosts;
 use super::socket::WsBytes;
 use crate::spawn::spawn_tracked;
@@ -51,6 +52,8 @@ pub(crate) struct Site<H: ServerHost> {
     pub(crate) ws_config: WebSocketConfig,
     /// Bounds a request body's arrival (and the TLS handshake, and request headers).
     pub(crate) timeout: Duration,
+    /// Each socket's heartbeat, if any.
+    pub(crate) heartbeat: Option<HeartbeatConfig>,
     /// Upgraded sockets' watchers.
     pub(crate) tasks: TaskTracker,
     pub(crate) shutdown: CancellationToken,
@@ -79,9 +82,13 @@ async fn route<H: ServerHost>(
     };
     if !site.hosts.allows(&host) {
         tracing::debug!(%host, "refused: a Host this listener does not answer to");
+        let shown = shown_host(&host);
         return text(
             StatusCode::FORBIDDEN,
-            "forbidden: this host does not answer to that name",
+            &format!(
+                "forbidden: this host does not answer to \"{shown}\"; \
+                 start it with --web-host {shown} to allow that name"
+            ),
         );
     }
     let path = req.uri().path().to_owned();
@@ -189,7 +196,6 @@ async fn pair<H: ServerHost>(site: &Site<H>, req: Request<Incoming>, host: &str)
     };
     match site.gate.pair(&code) {
         Ok(paired) => {
-            tracing::info!(token = %paired.peer.token_id, role = %paired.peer.role, "browser paired");
             let mut r = json(StatusCode::OK, &peer_json(site, &paired.peer));
             if let Ok(v) =
                 HeaderValue::from_str(&cookie::set(&paired.cookie_value, site.hosts.scheme()))
@@ -206,7 +212,7 @@ fn me<H: ServerHost>(site: &Site<H>, req: &Request<Incoming>, host: &str) -> Res
     if let Err(why) = check_origin(&site.hosts, req.headers(), host, false) {
         return json_error(StatusCode::FORBIDDEN, why);
     }
-    match cookie::read(req.headers()).and_then(|c| site.gate.authenticate(c)) {
+    match cookie::read(req.headers(), site.hosts.scheme()).and_then(|c| site.gate.authenticate(c)) {
         Some(peer) => json(StatusCode::OK, &peer_json(site, &peer)),
         None => json_error(
             StatusCode::UNAUTHORIZED,
@@ -225,7 +231,9 @@ fn upgrade<H: ServerHost>(
         tracing::debug!(%addr, "socket refused: {why}");
         return text(StatusCode::FORBIDDEN, why);
     }
-    let Some(peer) = cookie::read(req.headers()).and_then(|c| site.gate.authenticate(c)) else {
+    let Some(peer) =
+        cookie::read(req.headers(), site.hosts.scheme()).and_then(|c| site.gate.authenticate(c))
+    else {
         tracing::debug!(%addr, "socket refused: no valid cookie");
         return text(StatusCode::FORBIDDEN, "forbidden: not paired");
     };
@@ -289,9 +297,12 @@ async fn serve_socket<H: ServerHost>(
 ) {
     let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(site.ws_config)).await;
     let ended = CancellationToken::new();
-    let bytes = WsBytes::new(ws)
+    let mut bytes = WsBytes::new(ws)
         .revoked_by(peer.revoked.clone())
         .cancel_on_drop(ended.clone());
+    if let Some(heartbeat) = site.heartbeat {
+        bytes = bytes.heartbeat(heartbeat);
+    }
     let identity = PeerIdentity::Web {
         token_id: peer.token_id.clone(),
         addr,
@@ -321,6 +332,24 @@ fn peer_json<H: ServerHost>(site: &Site<H>, peer: &WebPeer) -> serde_json::Value
         "session": peer.session,
         "serverId": site.server.server_id().to_string(),
     })
+}
+
+/// The longest refused `Host` a refusal repeats.
+const MAX_SHOWN_HOST: usize = 100;
+
+/// A refused `Host` fit to repeat in one line: printable ASCII only (anything else becomes
+/// `?`), cut at [`MAX_SHOWN_HOST`] characters.
+fn shown_host(host: &str) -> String {
+    host.chars()
+        .take(MAX_SHOWN_HOST)
+        .map(|c| {
+            if c == ' ' || c.is_ascii_graphic() {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect()
 }
 
 fn header_text(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
@@ -353,4 +382,16 @@ fn json_error(status: StatusCode, line: &str) -> Response<Body> {
 
 fn method_not_allowed() -> Response<Body> {
     text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_host_is_repeated_as_printable_ascii_within_the_cap() {
+        assert_eq!(shown_host("evil.example:7880"), "evil.example:7880");
+        assert_eq!(shown_host("a\tb\u{e9}\u{7f}"), "a?b??");
+        assert_eq!(shown_host(&"x".repeat(500)).len(), MAX_SHOWN_HOST);
+    }
 }

@@ -16,20 +16,28 @@
 //!   waits on the sink before taking more: the WebSocket layer buffers at most its write
 //!   buffer plus one message, so a browser that stops reading stops the connection's writer
 //!   (which then falls back to the server's slow-consumer resync) instead of growing memory.
-//! * Shutting down sends the close frame.
+//! * With a heartbeat ([`WsBytes::heartbeat`]) the server pings the browser every interval
+//!   and closes the socket with 1001 once nothing (pong or message) was heard for the
+//!   deadline: a phone that vanished is dropped, and leaves presence.
+//! * Shutting down sends the close frame: 1008 "browser token revoked" once the token is
+//!   revoked (the server closing the token's connections shuts the socket down), else none.
 
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker, ready};
 
 use bytes::{Buf, Bytes};
 use futures::{Sink, Stream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_util::sync::{CancellationToken, DropGuard, WaitForCancellationFutureOwned};
+
+use super::heartbeat::{Beat, Heartbeat, HeartbeatConfig};
 
 /// The most one write puts in one binary message.
 pub const MAX_WRITE_MESSAGE: usize = 64 * 1024;
@@ -37,6 +45,8 @@ pub const MAX_WRITE_MESSAGE: usize = 64 * 1024;
 const WRITE_BUFFER: usize = 64 * 1024;
 /// Its hard cap: the write buffer plus a message, with room.
 const MAX_WRITE_BUFFER: usize = 4 * MAX_WRITE_MESSAGE;
+/// The close reason of a revoked browser token's sockets (code 1008, policy).
+const REVOKED: &str = "browser token revoked";
 /// The read buffer each socket keeps (small: a thousand idle tabs should cost little).
 const READ_BUFFER: usize = 8 * 1024;
 
@@ -62,11 +72,45 @@ pub struct WsBytes<S> {
     pending: Bytes,
     /// Cancelled: the socket closes with 1008.
     revoked: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    /// The same token, for a shutdown to ask (the server may end the connection before a
+    /// read sees the revocation); `None` once its close frame is queued.
+    revoked_token: Option<CancellationToken>,
     /// A close this side started because of the peer (text, too big, revoked), and the
     /// error reads then give.
     refusing: Option<Refusal>,
     /// Cancels its token when the socket is dropped (its connection ended).
     _ended: Option<DropGuard>,
+    /// The server's pings and the deadline for hearing back.
+    heartbeat: Option<Beating>,
+    /// The waker of the last write, so a ping sent from a read does not take the write
+    /// side's place in the WebSocket layer (which keeps one waker per direction).
+    writer_waker: Option<Waker>,
+}
+
+/// A socket's heartbeat and its timer.
+struct Beating {
+    state: Heartbeat,
+    timer: Pin<Box<Sleep>>,
+    /// A ping waits for room in the WebSocket layer (the writer is backed up).
+    ping_due: bool,
+    /// A ping is queued but not yet flushed.
+    unflushed: bool,
+}
+
+/// Wakes the reader and the writer: what a write started from a read registers.
+struct BothWakers(Waker, Option<Waker>);
+
+impl Wake for BothWakers {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.wake_by_ref();
+        if let Some(w) = &self.1 {
+            w.wake_by_ref();
+        }
+    }
 }
 
 struct Refusal {
@@ -107,8 +151,83 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WsBytes<S> {
             ws,
             pending: Bytes::new(),
             revoked: None,
+            revoked_token: None,
             refusing: None,
             _ended: None,
+            heartbeat: None,
+            writer_waker: None,
+        }
+    }
+
+    /// Pings the browser every `config.interval` and closes the socket (1001) once nothing
+    /// has been heard from it for `config.dead_after`.
+    pub fn heartbeat(mut self, config: HeartbeatConfig) -> Self {
+        let now = Instant::now();
+        let state = Heartbeat::new(config, now);
+        self.heartbeat = Some(Beating {
+            timer: Box::pin(tokio::time::sleep_until(state.deadline())),
+            state,
+            ping_due: false,
+            unflushed: false,
+        });
+        self
+    }
+
+    /// Runs the heartbeat from a read: true once the browser is dead. A due ping is sent
+    /// if the WebSocket layer has room, with a waker that wakes the writer too.
+    fn poll_heartbeat(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(beating) = &mut self.heartbeat else {
+            return false;
+        };
+        loop {
+            match beating.state.poll(Instant::now()) {
+                Some(Beat::Dead) => return true,
+                Some(Beat::Ping) => beating.ping_due = true,
+                None => {}
+            }
+            let deadline = beating.state.deadline();
+            if beating.timer.deadline() != deadline {
+                beating.timer.as_mut().reset(deadline);
+            }
+            if beating.timer.as_mut().poll(cx).is_pending() {
+                break;
+            }
+        }
+        if !beating.ping_due && !beating.unflushed {
+            return false;
+        }
+        let waker = Waker::from(Arc::new(BothWakers(
+            cx.waker().clone(),
+            self.writer_waker.clone(),
+        )));
+        let mut wcx = Context::from_waker(&waker);
+        if beating.ping_due {
+            match Pin::new(&mut self.ws).poll_ready(&mut wcx) {
+                Poll::Ready(Ok(())) => {
+                    beating.ping_due = false;
+                    beating.unflushed = Pin::new(&mut self.ws)
+                        .start_send(Message::Ping(Bytes::new()))
+                        .is_ok();
+                }
+                // The connection is failing: the reads will say so.
+                Poll::Ready(Err(_)) => beating.ping_due = false,
+                Poll::Pending => {}
+            }
+        }
+        if beating.unflushed && Pin::new(&mut self.ws).poll_flush(&mut wcx).is_ready() {
+            beating.unflushed = false;
+        }
+        false
+    }
+
+    fn note_writer(&mut self, cx: &Context<'_>) {
+        if self.heartbeat.is_some()
+            && !self
+                .writer_waker
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            self.writer_waker = Some(cx.waker().clone());
         }
     }
 
@@ -120,7 +239,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WsBytes<S> {
 
     /// Closes the socket (1008) as soon as `revoked` is cancelled.
     pub fn revoked_by(mut self, revoked: CancellationToken) -> Self {
-        self.revoked = Some(Box::pin(revoked.cancelled_owned()));
+        self.revoked = Some(Box::pin(revoked.clone().cancelled_owned()));
+        self.revoked_token = Some(revoked);
         self
     }
 
@@ -204,10 +324,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for WsBytes<S> {
             && let Some(revoked) = &mut this.revoked
             && revoked.as_mut().poll(cx).is_ready()
         {
+            this.refuse(CloseCode::Policy, REVOKED, io::ErrorKind::ConnectionAborted);
+        }
+        if this.refusing.is_none() && this.poll_heartbeat(cx) {
             this.refuse(
-                CloseCode::Policy,
-                "browser token revoked",
-                io::ErrorKind::ConnectionAborted,
+                CloseCode::Away,
+                "no answer to ping",
+                io::ErrorKind::TimedOut,
             );
         }
         if this.refusing.is_some() {
@@ -220,7 +343,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for WsBytes<S> {
                 this.pending.advance(n);
                 return Poll::Ready(Ok(()));
             }
-            match ready!(Pin::new(&mut this.ws).poll_next(cx)) {
+            let next = ready!(Pin::new(&mut this.ws).poll_next(cx));
+            if let (Some(Ok(_)), Some(beating)) = (&next, &mut this.heartbeat) {
+                beating.state.heard(Instant::now());
+            }
+            match next {
                 Some(Ok(Message::Binary(bytes))) => this.pending = bytes,
                 Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
                 Some(Ok(Message::Text(_))) => {
@@ -260,6 +387,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for WsBytes<S> {
         if buf.is_empty() {
             return Poll::Ready(Ok(0));
         }
+        this.note_writer(cx);
         ready!(Pin::new(&mut this.ws).poll_ready(cx)).map_err(io_error)?;
         let n = buf.len().min(MAX_WRITE_MESSAGE);
         Pin::new(&mut this.ws)
@@ -269,13 +397,30 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for WsBytes<S> {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().ws)
-            .poll_flush(cx)
-            .map_err(io_error)
+        let this = self.get_mut();
+        this.note_writer(cx);
+        Pin::new(&mut this.ws).poll_flush(cx).map_err(io_error)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match ready!(Pin::new(&mut self.get_mut().ws).poll_close(cx)) {
+        let this = self.get_mut();
+        this.note_writer(cx);
+        // A revoked socket ends with its 1008, also when the server closed the connection
+        // (closing the token's connections) before any read saw the revocation.
+        if this.refusing.is_none()
+            && this
+                .revoked_token
+                .as_ref()
+                .is_some_and(CancellationToken::is_cancelled)
+        {
+            ready!(Pin::new(&mut this.ws).poll_ready(cx)).map_err(io_error)?;
+            this.revoked_token = None;
+            let _ = Pin::new(&mut this.ws).start_send(Message::Close(Some(CloseFrame {
+                code: CloseCode::Policy,
+                reason: REVOKED.into(),
+            })));
+        }
+        match ready!(Pin::new(&mut this.ws).poll_close(cx)) {
             Ok(())
             | Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
                 Poll::Ready(Ok(()))

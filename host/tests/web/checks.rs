@@ -105,6 +105,15 @@ async fn pair_and_me_check_host_and_origin() {
         ))
         .await;
     assert_eq!(wrong_host.status, 403);
+    let port = w.addr().port();
+    assert_eq!(
+        wrong_host.body,
+        format!(
+            "forbidden: this host does not answer to \"evil.example:{port}\"; \
+             start it with --web-host evil.example:{port} to allow that name\n"
+        ),
+        "the refusal names the Host and the fix, in one line"
+    );
     let wrong_origin = w
         .http(&pair_request(&host, "http://evil.example", body))
         .await;

@@ -101,7 +101,7 @@ async fn https_pairs_with_a_secure_cookie_and_hsts_and_asks_no_client_certificat
     assert_eq!(
         r.header("Set-Cookie"),
         format!(
-            "baton_web={}; HttpOnly; SameSite=Strict; Path=/; Secure",
+            "__Host-baton_web={}; HttpOnly; SameSite=Strict; Path=/; Secure",
             cookie_of("t1")
         )
     );
@@ -151,7 +151,9 @@ async fn the_socket_runs_over_tls() {
         .insert("Origin", format!("https://{}", h.host()).parse().unwrap());
     request.headers_mut().insert(
         "Cookie",
-        format!("baton_web={}", cookie_of("t1")).parse().unwrap(),
+        format!("__Host-baton_web={}", cookie_of("t1"))
+            .parse()
+            .unwrap(),
     );
     let (ws, _) = tokio_tungstenite::client_async(request, h.connect().await)
         .await

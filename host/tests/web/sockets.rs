@@ -1,7 +1,8 @@
 //! The WebSocket endpoint carries the protocol into the server's connection core: routing,
 //! limits, slow-consumer resync, revocation, and many browsers at once.
 
-use baton_protocol::{Outcome, ServerMessage, ServiceUpdate, Value};
+use baton_protocol::codec::encode_frame;
+use baton_protocol::{ClientMessage, Outcome, ServerMessage, ServiceUpdate, Value};
 use baton_server::{Published, ServerConfig};
 use baton_tests::host::TestHost;
 use baton_tests::mirror::Mirror;
@@ -12,6 +13,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+use std::time::Duration;
+
+use baton_host::web::HeartbeatConfig;
 
 use crate::support::{Web, cookie_of};
 
@@ -74,6 +79,82 @@ async fn a_revoked_token_closes_its_live_sockets_at_once() {
         ])
         .await;
     assert!(refused.is_err(), "a revoked cookie opens no socket");
+}
+
+#[tokio::test]
+async fn a_revoked_token_closes_its_socket_with_1008_browser_token_revoked() {
+    let w = Web::start().await;
+    w.gate.add("gone");
+    let cookie = format!("baton_web={}", cookie_of("gone"));
+    let mut ws = w
+        .ws(&[("Origin", &w.origin()), ("Cookie", &cookie)])
+        .await
+        .unwrap();
+    let hello = encode_frame(&ClientMessage::hello(), u32::MAX).unwrap();
+    ws.send(Message::Binary(hello)).await.unwrap();
+    assert!(
+        matches!(
+            guard("hello answer", ws.next()).await,
+            Some(Ok(Message::Binary(_)))
+        ),
+        "the server answers hello: the socket is its connection"
+    );
+    w.gate.revoke("gone");
+    let frame = loop {
+        match guard("close frame", ws.next()).await {
+            Some(Ok(Message::Close(frame))) => break frame,
+            Some(Ok(_)) => {}
+            other => panic!("socket ended without a close frame: {other:?}"),
+        }
+    };
+    let frame = frame.expect("a close frame with a code, not 1005");
+    assert_eq!(frame.code, CloseCode::Policy);
+    assert_eq!(frame.reason.as_str(), "browser token revoked");
+}
+
+/// The frames a server sent, as (opcode, payload): unmasked, short ones only.
+fn server_frames(mut bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut frames = Vec::new();
+    while let [b0, b1, rest @ ..] = bytes {
+        let len = usize::from(b1 & 0x7f);
+        assert!(len < 126 && b1 & 0x80 == 0, "a short unmasked frame");
+        frames.push((b0 & 0x0f, rest[..len].to_vec()));
+        bytes = &rest[len..];
+    }
+    frames
+}
+
+#[tokio::test]
+async fn a_browser_that_answers_no_ping_is_closed_1001_after_the_deadline() {
+    let mut c = ServerConfig::new(server_id());
+    // Only the heartbeat may end this socket: the handshake never completes.
+    c.handshake_timeout = Duration::from_secs(600);
+    let w = Web::with(TestHost::new(&[]), c, |web| {
+        web.heartbeat = Some(HeartbeatConfig::new(
+            Duration::from_millis(20),
+            Duration::from_millis(100),
+        ));
+    })
+    .await;
+    w.gate.add("t1");
+    // A raw client: it reads, but never answers a ping (a vanished phone).
+    let mut tcp = raw_upgrade(&w, &cookie_of("t1")).await;
+    let mut bytes = Vec::new();
+    guard(
+        "the server closes the silent socket",
+        tcp.read_to_end(&mut bytes),
+    )
+    .await
+    .unwrap();
+    let frames = server_frames(&bytes);
+    assert!(
+        frames.iter().any(|(op, _)| *op == 0x9),
+        "pinged first: {frames:?}"
+    );
+    let (op, payload) = frames.last().unwrap();
+    assert_eq!(*op, 0x8, "ends with a close frame: {frames:?}");
+    assert_eq!(payload[..2], 1001u16.to_be_bytes(), "going away");
+    assert_eq!(&payload[2..], b"no answer to ping");
 }
 
 #[tokio::test]

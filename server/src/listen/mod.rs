@@ -20,7 +20,8 @@ pub use unix::unix_socket_path;
 
 pub(crate) use linger::{LINGER_DEADLINE, discard, refuse};
 pub(crate) use stream::{Adopted, Stream, StreamReader, StreamWriter};
-pub(crate) use tcp::{BoundTcp, configure_accepted};
+pub(crate) use tcp::BoundTcp;
+pub use tcp::configure_accepted;
 pub(crate) use unix::{BoundUnix, UnixSocketFile};
 
 /// Options for a plain TCP listener.

@@ -36,8 +36,11 @@ impl BoundTcp {
 }
 
 /// Applies per-socket options to an accepted TCP stream: no Nagle delay (frames are small
-/// and latency-bound) and keepalive. Failures are logged, not fatal.
-pub(crate) fn configure_accepted(stream: &TcpStream, keepalive: Option<KeepaliveConfig>) {
+/// and latency-bound) and keepalive, plus on Linux a TCP user timeout of
+/// [`KeepaliveConfig::dead_after`]. Failures are logged, not fatal. The server's listeners
+/// apply it to every accepted TCP and TLS socket; an embedder that accepts its own (a web
+/// listener) applies it with [`ServerConfig::tcp_keepalive`](crate::ServerConfig::tcp_keepalive).
+pub fn configure_accepted(stream: &TcpStream, keepalive: Option<KeepaliveConfig>) {
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%error, "cannot disable Nagle on accepted socket");
     }
