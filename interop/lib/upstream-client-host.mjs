@@ -1,7 +1,8 @@
-// Starts a private `baton-host serve` for the upstream-client suite: a fresh temporary sessions
-// directory and a `unix:///DIR` listener in a fresh temporary directory (never the user's
-// default directories, never a network address). Resolves once the host printed its
-// `listening … server-id …` line.
+// Starts a private `baton-host serve` for the upstream-client and web-socket suites: a fresh
+// temporary sessions directory and a `unix:///DIR` listener in a fresh temporary directory
+// (never the user's default directories), and with `{ web: true }` also a loopback web
+// listener (`--listen http://127.0.0.1:0`). Resolves once the host printed its
+// `listening … server-id …` line (and, for `web`, its `web listener on <base URL>` line).
 
 import { spawn } from "node:child_process";
 import { rmSync } from "node:fs";
@@ -11,12 +12,14 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 
 const LISTENING = /^listening (unix:\/\/\S+) server-id ([0-9a-f-]{36})$/;
+const WEB = /^web listener on (http:\/\/127\.0\.0\.1:\d+)$/;
 
-export async function startHost(bin, { startTimeoutMs = 20000 } = {}) {
-  const root = await mkdtemp(join(tmpdir(), "baton-upstream-client-"));
+export async function startHost(bin, { startTimeoutMs = 20000, web = false } = {}) {
+  const root = await mkdtemp(join(tmpdir(), web ? "baton-web-socket-" : "baton-upstream-client-"));
   const sessionsDir = join(root, "sessions");
   const socketDir = join(root, "sock");
-  const child = spawn(bin, ["serve", "--sessions-dir", sessionsDir, "--listen", `unix://${socketDir}`], {
+  const listen = ["--listen", `unix://${socketDir}`, ...(web ? ["--listen", "http://127.0.0.1:0"] : [])];
+  const child = spawn(bin, ["serve", "--sessions-dir", sessionsDir, ...listen], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "info" },
   });
@@ -36,16 +39,20 @@ export async function startHost(bin, { startTimeoutMs = 20000 } = {}) {
   let timer;
   const listening = await Promise.race([
     new Promise((resolve) => {
+      const seen = {};
       createInterface({ input: child.stdout }).on("line", (line) => {
         const m = LISTENING.exec(line.trim());
-        if (m) resolve({ url: m[1], serverId: m[2] });
+        if (m) Object.assign(seen, { url: m[1], serverId: m[2] });
+        const w = WEB.exec(line.trim());
+        if (w) seen.base = w[1];
+        if (seen.url && (!web || seen.base)) resolve(seen);
       });
     }),
     exited.then(({ code, signal }) => {
       throw new Error(`baton-host exited before listening (code ${code}, signal ${signal}): ${stderr.slice(-5).join(" | ")}`);
     }),
     new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`baton-host printed no listening line in ${startTimeoutMs} ms`)), startTimeoutMs);
+      timer = setTimeout(() => reject(new Error(`baton-host printed no ${web ? "web listener" : "listening"} line in ${startTimeoutMs} ms`)), startTimeoutMs);
     }),
   ])
     .catch(async (error) => {
@@ -69,6 +76,9 @@ export async function startHost(bin, { startTimeoutMs = 20000 } = {}) {
 
   return {
     serverId: listening.serverId,
+    socketUrl: listening.url,
+    // The web listener's base URL, which is also the page's own origin (`web` only).
+    base: listening.base,
     socketPath,
     socketDir,
     sessionsDir,

@@ -2,9 +2,9 @@
 // a loopback web listener, the real `baton` CLI minting links over the Unix socket, the
 // pairing request a page sends, and a pi-client `ByteTransportFactory` over the `ws` package.
 //
-// * `startWebHost(bin)`: a fresh temporary sessions directory, `--listen unix:///DIR` and
-//   `--listen http://127.0.0.1:0`; resolves once the host printed its `listening …` line and
-//   its `web listener on <base URL>` line.
+// * `startWebHost(bin)`: upstream-client-host's `startHost` with its web listener
+//   (`--listen unix:///DIR` and `--listen http://127.0.0.1:0`), plus the page's origin and
+//   the WebSocket URL.
 // * `baton(bin, socketUrl, args)`: one `baton --connect <socket> args…` run: {code, stdout, stderr}.
 // * `request(base, {method, path, headers, body})`: one HTTP exchange by `node:http` (which,
 //   unlike `fetch`, sends the `Origin` it is given): {status, headers, body}.
@@ -12,107 +12,20 @@
 //   connection: one binary message per `send()` chunk, each send resolved once `ws` wrote it.
 
 import { spawn } from "node:child_process";
-import { rmSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
 import http from "node:http";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { createInterface } from "node:readline";
 
 import WebSocket from "ws";
 
-const LISTENING = /^listening (unix:\/\/\S+) server-id ([0-9a-f-]{36})$/;
-const WEB = /^web listener on (http:\/\/127\.0\.0\.1:\d+)$/;
+import { startHost } from "./upstream-client-host.mjs";
 
-export async function startWebHost(bin, { startTimeoutMs = 20000 } = {}) {
-  const root = await mkdtemp(join(tmpdir(), "baton-web-socket-"));
-  const sessionsDir = join(root, "sessions");
-  const socketDir = join(root, "sock");
-  const child = spawn(
-    bin,
-    ["serve", "--sessions-dir", sessionsDir, "--listen", `unix://${socketDir}`, "--listen", "http://127.0.0.1:0"],
-    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "info" } },
-  );
-  const stderr = [];
-  createInterface({ input: child.stderr }).on("line", (line) => {
-    stderr.push(line);
-    if (stderr.length > 400) stderr.shift();
-  });
-  const exited = new Promise((resolve) => {
-    child.once("exit", (code, signal) => resolve({ code, signal }));
-    child.once("error", (error) => {
-      stderr.push(`spawn failed: ${error.message}`);
-      resolve({ code: null, signal: null, error });
-    });
-  });
-
-  let timer;
-  const started = await Promise.race([
-    new Promise((resolve) => {
-      const seen = {};
-      createInterface({ input: child.stdout }).on("line", (line) => {
-        const listening = LISTENING.exec(line.trim());
-        if (listening) Object.assign(seen, { socketUrl: listening[1], serverId: listening[2] });
-        const web = WEB.exec(line.trim());
-        if (web) seen.base = web[1];
-        if (seen.socketUrl && seen.base) resolve(seen);
-      });
-    }),
-    exited.then(({ code, signal }) => {
-      throw new Error(`baton-host exited before listening (code ${code}, signal ${signal}): ${stderr.slice(-5).join(" | ")}`);
-    }),
-    new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`baton-host printed no web listener line in ${startTimeoutMs} ms`)), startTimeoutMs);
-    }),
-  ])
-    .catch(async (error) => {
-      child.kill("SIGKILL");
-      await rm(root, { recursive: true, force: true });
-      throw error;
-    })
-    .finally(() => clearTimeout(timer));
-
-  let exitStatus;
-  const onExit = () => {
-    if (exitStatus === undefined) child.kill("SIGKILL");
-    rmSync(root, { recursive: true, force: true });
-  };
-  process.once("exit", onExit);
-  void exited.then((status) => {
-    exitStatus = status;
-  });
-
-  return {
-    ...started,
+/** A private host with a Unix and a loopback web listener (`startHost`'s `web` mode). */
+export async function startWebHost(bin, options = {}) {
+  const host = await startHost(bin, { ...options, web: true });
+  return Object.assign(host, {
     // The page's own origin is the base URL (scheme, host, port; no path).
-    origin: started.base,
-    wsUrl: `${started.base.replace(/^http:/, "ws:")}/ws`,
-    stderr,
-    get running() {
-      return exitStatus === undefined;
-    },
-    // SIGTERM (graceful drain), SIGKILL after `graceMs`; removes the temporary directory.
-    async stop({ graceMs = 5000 } = {}) {
-      if (exitStatus === undefined) {
-        child.kill("SIGTERM");
-        let killTimer;
-        await Promise.race([
-          exited,
-          new Promise((resolve) => {
-            killTimer = setTimeout(() => {
-              child.kill("SIGKILL");
-              resolve();
-            }, graceMs);
-          }),
-        ]);
-        clearTimeout(killTimer);
-        await exited;
-      }
-      await rm(root, { recursive: true, force: true });
-      process.off("exit", onExit);
-      return exitStatus;
-    },
-  };
+    origin: host.base,
+    wsUrl: `${host.base.replace(/^http:/, "ws:")}/ws`,
+  });
 }
 
 export function baton(bin, socketUrl, args) {
