@@ -21,6 +21,7 @@
 //! [`ConnShared::with`]. The handle ([`shared`]) and the state below it know nothing of this
 //! task; the router, the publishers and the server's [`Registry`] use the handle alone.
 
+mod call;
 pub(crate) mod limits;
 mod outbound;
 mod read;

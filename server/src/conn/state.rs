@@ -30,6 +30,7 @@ use crate::chord::{
     ControlCall, ServiceCall, SharedUpdate, SubscriptionEncoder, SubscriptionSnapshot,
     parse_snapshot,
 };
+use crate::conn::call::parse_call;
 use crate::conn::limits::ConnLimits;
 use crate::conn::outbound::Outbound;
 use crate::conn::subscriptions::{Fatal, Published, Sink, Subscriptions};
@@ -409,7 +410,8 @@ impl ConnState {
             return Step::Nothing;
         }
         //# 2. invalid service call
-        let Ok(call) = ServiceCall::parse(&r.call) else {
+        // Moved out of the request, which is dropped after this call anyway.
+        let Ok(call) = parse_call(r.call) else {
             tracing::debug!(request = %r.id, "invalid service call");
             self.respond(
                 &r.id,
