@@ -2,11 +2,11 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::identity::{PeerIdentity, Transport};
+use crate::request_cancel::RequestCancel;
 
 /// A connection's number within one server, for logs and host bookkeeping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -59,30 +59,31 @@ impl Peer {
 /// session, closing handles) carry the peer that caused it, or none.
 #[derive(Clone)]
 pub struct Context {
-    cancellation: CancellationToken,
+    cancellation: Cancellation,
     peer: Option<Arc<Peer>>,
-    /// For a request: set when the client sent `cancel` for it.
-    cancel_requested: Option<Arc<AtomicBool>>,
+}
+
+/// Where a context's cancellation comes from.
+#[derive(Clone)]
+enum Cancellation {
+    /// Server-internal work: a token of its own.
+    Token(CancellationToken),
+    /// A request: its token is made only if the host asks for it ([`RequestCancel`]).
+    Request(Arc<RequestCancel>),
 }
 
 impl Context {
     pub(crate) fn new(cancellation: CancellationToken, peer: Option<Arc<Peer>>) -> Self {
         Self {
-            cancellation,
+            cancellation: Cancellation::Token(cancellation),
             peer,
-            cancel_requested: None,
         }
     }
 
-    pub(crate) fn for_request(
-        cancellation: CancellationToken,
-        peer: Arc<Peer>,
-        cancel_requested: Arc<AtomicBool>,
-    ) -> Self {
+    pub(crate) fn for_request(cancel: Arc<RequestCancel>, peer: Arc<Peer>) -> Self {
         Self {
-            cancellation,
+            cancellation: Cancellation::Request(cancel),
             peer: Some(peer),
-            cancel_requested: Some(cancel_requested),
         }
     }
 
@@ -90,9 +91,10 @@ impl Context {
     /// to the cancellation that comes with a disconnect or a server shutdown. A host can use
     /// it to keep long work (an agent's turn) running when only the client went away.
     pub fn cancel_requested(&self) -> bool {
-        self.cancel_requested
-            .as_ref()
-            .is_some_and(|r| r.load(Ordering::Acquire))
+        match &self.cancellation {
+            Cancellation::Token(_) => false,
+            Cancellation::Request(c) => c.is_requested(),
+        }
     }
 
     /// A context with no peer that is never cancelled (for tests and host-internal calls).
@@ -102,17 +104,23 @@ impl Context {
 
     /// The cancellation signal.
     pub fn cancellation(&self) -> &CancellationToken {
-        &self.cancellation
+        match &self.cancellation {
+            Cancellation::Token(t) => t,
+            Cancellation::Request(c) => c.token(),
+        }
     }
 
     /// True once the work is no longer wanted.
     pub fn is_cancelled(&self) -> bool {
-        self.cancellation.is_cancelled()
+        match &self.cancellation {
+            Cancellation::Token(t) => t.is_cancelled(),
+            Cancellation::Request(c) => c.is_cancelled(),
+        }
     }
 
     /// Resolves when the work is no longer wanted.
     pub async fn cancelled(&self) {
-        self.cancellation.cancelled().await;
+        self.cancellation().cancelled().await;
     }
 
     /// The connection this call came from, if any.
@@ -133,7 +141,7 @@ impl Context {
 impl fmt::Debug for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context")
-            .field("cancelled", &self.cancellation.is_cancelled())
+            .field("cancelled", &self.is_cancelled())
             .field("peer", &self.peer)
             .finish()
     }

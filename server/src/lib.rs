@@ -93,6 +93,7 @@ mod presentation;
 mod publish;
 mod random;
 mod registry;
+mod request_cancel;
 mod router;
 mod server;
 mod tasks;

@@ -402,10 +402,9 @@ fn spawn_request<H: ServerHost>(
                 target,
                 call,
                 cancel,
-                cancel_requested,
             } = d;
             let conn_id = peer.connection_id;
-            let ctx = Context::for_request(cancel, peer, cancel_requested);
+            let ctx = Context::for_request(cancel, peer);
             let publisher = Publisher::new(Arc::downgrade(&shared));
             // A panic is answered `internal_error`: never an unanswered request or an id
             // active forever.

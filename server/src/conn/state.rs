@@ -14,7 +14,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use baton_protocol::codec::encode_frame;
@@ -24,7 +23,6 @@ use baton_protocol::{
     ServerMessage, SessionTarget, Target, Value, WireError,
 };
 use bytes::Bytes;
-use tokio_util::sync::CancellationToken;
 
 use crate::chord::{
     ControlCall, ServiceCall, SharedUpdate, SubscriptionEncoder, SubscriptionSnapshot,
@@ -35,6 +33,7 @@ use crate::conn::limits::ConnLimits;
 use crate::conn::outbound::Outbound;
 use crate::conn::subscriptions::{Fatal, Published, Sink, Subscriptions};
 use crate::error::ServiceError;
+use crate::request_cancel::RequestCancel;
 
 /// What a request is, for post-processing its result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,9 +47,7 @@ enum RequestKind {
 struct Active {
     target: Target,
     kind: RequestKind,
-    cancel: CancellationToken,
-    /// Set when the client itself sent `cancel` (as opposed to leaving or a shutdown).
-    requested: Arc<AtomicBool>,
+    cancel: Arc<RequestCancel>,
 }
 
 /// A request the driver must run against the host.
@@ -59,8 +56,7 @@ pub(crate) struct Dispatch {
     pub(crate) id: Id,
     pub(crate) target: Target,
     pub(crate) call: ServiceCall,
-    pub(crate) cancel: CancellationToken,
-    pub(crate) cancel_requested: Arc<AtomicBool>,
+    pub(crate) cancel: Arc<RequestCancel>,
 }
 
 /// What the driver must do after [`ConnState::handle_message`].
@@ -499,15 +495,14 @@ impl ConnState {
             Some(ControlCall::Catalogue) | None => RequestKind::Call,
         };
         //# 3. register; 7. dispatch
-        let cancel = CancellationToken::new();
-        let requested = Arc::new(AtomicBool::new(false));
+        // No token yet: one is made only if the host asks for it (`RequestCancel`).
+        let cancel = Arc::new(RequestCancel::default());
         self.active.insert(
             r.id.clone(),
             Active {
                 target: r.target.clone(),
                 kind,
-                cancel: cancel.clone(),
-                requested: Arc::clone(&requested),
+                cancel: Arc::clone(&cancel),
             },
         );
         Step::Dispatch(Box::new(Dispatch {
@@ -515,7 +510,6 @@ impl ConnState {
             target: r.target,
             call,
             cancel,
-            cancel_requested: requested,
         }))
     }
 
@@ -528,8 +522,7 @@ impl ConnState {
         if let Some(active) = self.active.get(&c.id)
             && active.target == c.target
         {
-            active.requested.store(true, Ordering::Release);
-            active.cancel.cancel();
+            active.cancel.cancel(true);
         }
     }
 
@@ -641,7 +634,7 @@ impl ConnState {
             self.out.clear();
         }
         for active in self.active.values() {
-            active.cancel.cancel();
+            active.cancel.cancel(false);
         }
         self.subscriptions.clear();
         self.queued.clear();
