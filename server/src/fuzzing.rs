@@ -294,7 +294,7 @@ pub fn server_conn(data: &[u8]) {
                                     attach_pending = true;
                                 }
                                 Step::Dispatch(d) => {
-                                    push_dispatch(&mut dispatched, *d, &state, limits);
+                                    push_dispatch(&mut dispatched, d, &state, limits);
                                 }
                             }
                         }

@@ -12,8 +12,8 @@
 //!   the last flush (TLS and adopted transports such as a WebSocket buffer; Unix and TCP
 //!   flushes are free). When the state is closing it flushes what is queued
 //!   (bounded by the graceful-close timeout) and shuts the stream down.
-//! * Each request's host call is polled once in the reader; one that is not done then runs
-//!   in its own tracked task. Results go back into the state. After each read batch the
+//! * Each request's host call is polled once in the reader ([`request`]); one that is not
+//!   done then runs in its own tracked task. Results go back into the state. After each read batch the
 //!   reader writes what is queued itself if the writer is idle (Unix and TCP), otherwise it
 //!   wakes the writer once for the batch, not once per response.
 //!
@@ -25,6 +25,7 @@ mod call;
 pub(crate) mod limits;
 mod outbound;
 mod read;
+mod request;
 pub(crate) mod shared;
 pub(crate) mod state;
 pub(crate) mod subscriptions;
@@ -32,8 +33,8 @@ pub(crate) mod subscriptions;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use baton_protocol::WireError;
 use baton_protocol::codec::ClientMessageDecoder;
-use baton_protocol::{Target, WireError};
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -49,14 +50,13 @@ use crate::host::{ServerHost, ServiceScope};
 use crate::listen::{Stream, StreamReader, StreamWriter};
 use crate::panics::guarded;
 use crate::presentation::Presentation;
-use crate::publish::Publisher;
 use crate::registry::Registry;
 use crate::router::Router;
-use crate::tasks::{run_or_spawn, spawn};
+use crate::tasks::{FirstPoll, spawn};
 
 use self::limits::ConnLimits;
 use self::shared::ConnShared;
-use self::state::{ConnState, Dispatch, Step};
+use self::state::{ConnState, Step};
 
 /// What every connection of one server shares: the host, the router, the limits, the
 /// registry each connection enters while it runs, and the task trackers.
@@ -229,6 +229,8 @@ async fn run<H: ServerHost>(
     let mut peer_closed = false;
     // True once an adopted transport failed the read: it refused its peer and is lingered on.
     let mut refused = false;
+    // Where requests are polled first (one allocation reused through a read batch).
+    let mut first_poll = FirstPoll::default();
 
     loop {
         let deadline = shared.with(|s| s.deadline());
@@ -242,11 +244,15 @@ async fn run<H: ServerHost>(
                     Ok(Ok(s)) => {
                         let s = Arc::new(s);
                         services = Some(Arc::clone(&s));
+                        // Counted from before dispatch, so a drain cannot slip in between.
+                        let _counted = server.requests.token();
                         let dispatches = shared.with(|st| st.handshake_complete());
                         tracing::debug!("handshake complete");
                         for d in dispatches {
-                            spawn_request(&server, &shared, &peer, &s, d);
+                            let prepared = request::prepare(&server, &shared, &peer, &s, d);
+                            request::run(&server, &shared, &mut first_poll, prepared);
                         }
+                        first_poll.release();
                     }
                     Ok(Err(e)) => shared.with(|st| st.handshake_failed(&e)),
                     Err(_) => shared.with(|st| st.handshake_failed(&ServiceError::internal("client attach task ended"))),
@@ -269,6 +275,10 @@ async fn run<H: ServerHost>(
                 }
                 Ok(_) => {
                     let _hold = shared.hold_wakes();
+                    // The batch's requests are counted by the server's request tracker from
+                    // before they are dispatched until each is answered or has its own
+                    // task's token: a drain that starts meanwhile waits for them.
+                    let _counted = server.requests.token();
                     // Every message the read completed, before reading again (a chunk whose
                     // frames are not all good yields none of them, and the error).
                     loop {
@@ -287,11 +297,14 @@ async fn run<H: ServerHost>(
                             }
                             Step::Dispatch(d) => {
                                 if let Some(s) = &services {
-                                    spawn_request(&server, &shared, &peer, s, *d);
+                                    let prepared = request::prepare(&server, &shared, &peer, s, d);
+                                    request::run(&server, &shared, &mut first_poll, prepared);
                                 }
                             }
                         }
                     }
+                    // Kept through a batch only: an idle connection holds no future's memory.
+                    first_poll.release();
                     write_inline(&shared, &parked);
                 }
                 Err(error) => {
@@ -373,61 +386,6 @@ fn start_attach<H: ServerHost>(
         }
     });
     rx
-}
-
-fn spawn_request<H: ServerHost>(
-    server: &Arc<ServerShared<H>>,
-    shared: &Arc<ConnShared>,
-    peer: &Arc<Peer>,
-    services: &Arc<H::Services>,
-    d: Dispatch,
-) {
-    let span = tracing::info_span!(
-        "request",
-        id = %d.id,
-        service = %d.call.service_id,
-        member = %d.call.member,
-    );
-    let router = Arc::clone(&server.router);
-    let hard_stop = server.hard_stop.clone();
-    let shared = Arc::clone(shared);
-    let services = Arc::clone(services);
-    let peer = Arc::clone(peer);
-    // Polled once right here: an echo-like call is answered without a task or a wake-up.
-    run_or_spawn(
-        &server.requests,
-        async move {
-            let Dispatch {
-                id,
-                target,
-                call,
-                cancel,
-            } = d;
-            let conn_id = peer.connection_id;
-            let ctx = Context::for_request(cancel, peer);
-            let publisher = Publisher::new(Arc::downgrade(&shared));
-            // A panic is answered `internal_error`: never an unanswered request or an id
-            // active forever.
-            let work = guarded("call", async {
-                match &target {
-                    Target::Server(_) => services.invoke_service(call, publisher, ctx).await,
-                    Target::Session(t) => router.execute(conn_id, t, call, publisher, ctx).await,
-                }
-            });
-            // `work` first: a call done on its first poll never registers with `hard_stop`
-            // (a lock on the server-wide token, twice per request).
-            let result = tokio::select! {
-                biased;
-                r = work => r,
-                () = hard_stop.cancelled() => {
-                    tracing::debug!("abandoned at the drain deadline");
-                    Err(ServiceError::server_draining())
-                }
-            };
-            shared.with(|s| s.finish_request(&id, result));
-        }
-        .instrument(span),
-    );
 }
 
 enum Next {

@@ -68,7 +68,7 @@ pub(crate) enum Step {
     /// [`ConnState::handshake_complete`] or [`ConnState::handshake_failed`].
     Attach,
     /// Run this request.
-    Dispatch(Box<Dispatch>),
+    Dispatch(Dispatch),
 }
 
 /// How the connection is ending.
@@ -169,7 +169,7 @@ impl ConnState {
         let mut dispatches = Vec::new();
         while let Some(msg) = self.queued.pop_front() {
             if let Step::Dispatch(d) = self.handle_message(msg) {
-                dispatches.push(*d);
+                dispatches.push(d);
             }
         }
         dispatches
@@ -505,12 +505,12 @@ impl ConnState {
                 cancel: Arc::clone(&cancel),
             },
         );
-        Step::Dispatch(Box::new(Dispatch {
+        Step::Dispatch(Dispatch {
             id: r.id,
             target: r.target,
             call,
             cancel,
-        }))
+        })
     }
 
     fn handle_cancel(&mut self, c: &Cancel) {

@@ -77,7 +77,7 @@ fn subscribe_call(sid: &str, mode: &str) -> Value {
 /// Feeds the request `id` and returns its dispatch (the call reaches the host).
 fn dispatch(s: &mut ConnState, id: &str, call: Value) -> Dispatch {
     match s.handle_message(request(id, call)) {
-        Step::Dispatch(d) => *d,
+        Step::Dispatch(d) => d,
         _ => panic!("{id}: dispatch expected"),
     }
 }
