@@ -410,7 +410,10 @@ async fn run(plan: Plan) -> Result<(), Box<dyn Error>> {
         ("seq p99", "sequential p99 µs"),
         ("pipe rps", "pipelined req/s (window 64, 1 conn)"),
         ("pipe cpu", "pipelined CPU µs / req (both ends)"),
-        ("pipe instr", "pipelined instructions / req (both ends, hardware counters)"),
+        (
+            "pipe instr",
+            "pipelined instructions / req (both ends, hardware counters)",
+        ),
     ] {
         print!("| {label} |");
         for i in &imps {
@@ -697,7 +700,11 @@ fn print_issue23_goals(
     println!("| figure | value | goal | status |");
     println!("| --- | ---: | --- | --- |");
     let row = |label: &str, v: Measured<f64>, goal_text: &str, goal: Goal| {
-        println!("| {label} | {} | {goal_text} | {} |", v.times(), judge(v, goal));
+        println!(
+            "| {label} | {} | {goal_text} | {} |",
+            v.times(),
+            judge(v, goal)
+        );
     };
     row(
         "pipelined req/s, one TCP connection, window 64: ours ÷ floor tcp",
