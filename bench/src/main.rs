@@ -21,6 +21,13 @@
 //! `BENCH_SCALE_LEVELS=10000` sets the subscriber counts of the latter, and each of its
 //! counting windows is announced on stderr (`window: … (child pid …)`) for `perf record`.
 //!
+//! `BENCH_WORKLOADS=loaded` runs only the latency-under-load figure (sequential round trips
+//! while 1,000 other connections of the same implementation are busy; 10 in `--quick`).
+//! `--instructions unary|fanout IMP N` does a fixed amount of work on one thread and exits,
+//! for `bench/instructions` (callgrind), since this machine has no hardware counters for the
+//! report's instruction rows. Build with `--features alloc-mimalloc` or `alloc-jemalloc` to
+//! swap the binary's global allocator; the report header names the one in use.
+//!
 //! Every workload runs in rounds; within a round each implementation runs once, in an order
 //! that reverses every round, so load from elsewhere on the machine hits all alike. The table
 //! shows medians over rounds and ratios of medians; a figure whose section or implementation
