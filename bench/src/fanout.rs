@@ -29,6 +29,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast;
 
+use crate::counters;
+use crate::figure::Measured;
 use crate::jsonrpc::{Delta, JsonServer};
 use crate::ours::OursServer;
 use crate::procfs::{self, ProcError, Process};
@@ -43,11 +45,14 @@ pub struct FanResult {
     pub cpu_per_m: f64,
     /// Subscribers reset / lagged / closed during the run.
     pub lost: u64,
+    /// Instructions (whole process) per delivery, from hardware counters.
+    pub instr_per_delivery: Measured<f64>,
 }
 
-/// Measures `counts` (summed delivered counters) over warm-up + window: deliveries/s and CPU
-/// s per million deliveries.
-async fn window(counts: &[Arc<AtomicU64>], plan: &Plan) -> Result<(f64, f64), ProcError> {
+/// Measures `counts` (summed delivered counters) over warm-up + window: deliveries/s, CPU
+/// s per million deliveries and instructions per delivery (hardware counters, where there
+/// are any).
+async fn window(counts: &[Arc<AtomicU64>], plan: &Plan) -> Result<Counted, ProcError> {
     let sum = || {
         counts
             .iter()
@@ -55,12 +60,20 @@ async fn window(counts: &[Arc<AtomicU64>], plan: &Plan) -> Result<(f64, f64), Pr
             .sum::<u64>()
     };
     tokio::time::sleep(plan.fan_warmup).await;
+    let instr = counters::Window::open();
     let (c0, cpu0, t0) = (sum(), procfs::cpu_secs(Process::This)?, Instant::now());
     tokio::time::sleep(plan.fan_window).await;
     let (c1, cpu1, dt) = (sum(), procfs::cpu_secs(Process::This)?, t0.elapsed());
     let n = (c1 - c0) as f64;
-    Ok((n / dt.as_secs_f64(), (cpu1 - cpu0) / n * 1e6))
+    Ok((
+        n / dt.as_secs_f64(),
+        (cpu1 - cpu0) / n * 1e6,
+        instr.close().map(|i| i / n),
+    ))
 }
+
+/// Deliveries/s, CPU s per million deliveries, instructions per delivery.
+type Counted = (f64, f64, Measured<f64>);
 
 /// Counts what one `baton_client` subscription receives: `seen` follows the replica's
 /// sequence (also through `Lagged`, after which the replica is still exact), `lost` counts
@@ -89,6 +102,18 @@ pub async fn count_deliveries(
             _ => {}
         }
     }
+}
+
+/// The length of our one-op update frame (`"tok "` appended), which the floor's frames copy.
+pub fn frame_len() -> Result<usize, Box<dyn std::error::Error>> {
+    let mut enc = baton_protocol::chord::StateEncoder::new();
+    enc.encode_snapshot(&crate::ours::reply_snapshot("bench.stream.1", 0, ""))?;
+    let wire = enc.encode_update(&crate::ours::append_update(1, crate::ours::TOKEN))?;
+    let msg = baton_protocol::ServerMessage::ServiceUpdate(baton_protocol::ServiceUpdate {
+        subscription_id: baton_protocol::Id::new("1")?,
+        update: wire,
+    });
+    Ok(baton_protocol::encode_frame(&msg, 16 << 20)?.len())
 }
 
 /// Updates per published batch.
@@ -172,7 +197,7 @@ async fn publish_paced(
     counts: &[Arc<AtomicU64>],
     tasks: &[tokio::task::JoinHandle<()>],
     plan: &Plan,
-) -> Result<(f64, f64, u64), ProcError> {
+) -> Result<(Counted, u64), ProcError> {
     while srv.host.subscribers(key) < n {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -195,8 +220,7 @@ async fn publish_paced(
     for t in tasks {
         t.abort();
     }
-    let (per_sec, cpu_per_m) = measured?;
-    Ok((per_sec, cpu_per_m, resets))
+    Ok((measured?, resets))
 }
 
 /// Ours: `n` baton clients over Unix, one subscription each, one publisher.
@@ -234,11 +258,12 @@ pub async fn ours(
         c.close().await;
     }
     srv.host.forget(&key);
-    let (per_sec, cpu_per_m, resets) = measured?;
+    let ((per_sec, cpu_per_m, instr_per_delivery), resets) = measured?;
     Ok(FanResult {
         per_sec,
         cpu_per_m,
         lost: resets + lost.load(Ordering::Relaxed),
+        instr_per_delivery,
     })
 }
 
@@ -291,11 +316,12 @@ pub async fn jsonrpsee(
     }
     // Aborted tasks drop their clients; give the server a moment to see the closes.
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let (per_sec, cpu_per_m) = measured?;
+    let (per_sec, cpu_per_m, instr_per_delivery) = measured?;
     Ok(FanResult {
         per_sec,
         cpu_per_m,
         lost: lost.load(Ordering::Relaxed),
+        instr_per_delivery,
     })
 }
 
@@ -362,11 +388,12 @@ pub async fn floor(n: usize, frame_len: usize, plan: &Plan) -> Result<FanResult,
     for t in &tasks {
         t.abort();
     }
-    let (per_sec, cpu_per_m) = measured?;
+    let (per_sec, cpu_per_m, instr_per_delivery) = measured?;
     Ok(FanResult {
         per_sec,
         cpu_per_m,
         lost: lost.load(Ordering::Relaxed),
+        instr_per_delivery,
     })
 }
 
@@ -463,10 +490,11 @@ pub async fn ours_raw(
     }
     let measured = publish_paced(srv, &key, n, &counts, &tasks, plan).await;
     srv.host.forget(&key);
-    let (per_sec, cpu_per_m, resets) = measured?;
+    let ((per_sec, cpu_per_m, instr_per_delivery), resets) = measured?;
     Ok(FanResult {
         per_sec,
         cpu_per_m,
         lost: resets,
+        instr_per_delivery,
     })
 }

@@ -27,15 +27,15 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use baton_client::{Client, ClientConfig, Endpoint};
 use baton_host::BoxFuture;
 use baton_host::clock::SystemClock;
+use baton_host::journal::FsyncPolicy;
 use baton_host::message::{
     AgentMessage, AssistantMessage, StopReason, TextContent, Usage, UserMessage,
 };
-use baton_host::provider::{ModelInfo, ModelRegistry};
 use baton_host::provider::scripted::{DEFAULT_TOKEN_DELAY, ScriptedConfig};
+use baton_host::provider::{ModelInfo, ModelRegistry};
 use baton_host::provider::{ModelRequest, Provider, ProviderEvent, ProviderStream};
 use baton_host::service::ServiceHost;
-use baton_host::journal::FsyncPolicy;
-use baton_host::session::{HostConfig, SessionManager, SUMMARY_REQUEST_OPENING};
+use baton_host::session::{HostConfig, SUMMARY_REQUEST_OPENING, SessionManager};
 use baton_protocol::chord::{ServiceCall, ServiceMode};
 use baton_protocol::{ServerId, Value};
 use baton_server::{Listener, Server, ServerConfig};
@@ -141,7 +141,10 @@ async fn one(
     let streamed: Arc<Mutex<Vec<f64>>> = Arc::default();
     let clock = Arc::new(CpuClock::default());
     let calls = Arc::new(CallTimer::new(Arc::clone(&clock)));
-    let mut models = ModelRegistry::scripted(ScriptedConfig::new(DEFAULT_TOKEN_DELAY, SUMMARY_REQUEST_OPENING));
+    let mut models = ModelRegistry::scripted(ScriptedConfig::new(
+        DEFAULT_TOKEN_DELAY,
+        SUMMARY_REQUEST_OPENING,
+    ));
     models.register(
         ModelInfo {
             provider: "bench".into(),

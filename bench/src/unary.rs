@@ -22,6 +22,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
+use crate::counters;
+use crate::figure::Measured;
 use crate::grpc::{EchoRequest as GrpcEchoRequest, GrpcClient};
 use crate::jsonrpc::JsonServer;
 use crate::ours::OursServer;
@@ -63,6 +65,8 @@ pub struct PipeResult {
     pub rps: f64,
     /// CPU µs (client + server, whole process) per request.
     pub cpu_us: f64,
+    /// Instructions (whole process) per request, from hardware counters.
+    pub instr: Measured<f64>,
 }
 
 /// A client handle of one implementation (cheap to clone for pipelining, except the floor).
@@ -79,7 +83,8 @@ pub enum Handle {
 }
 
 impl Handle {
-    async fn call(&self) {
+    /// One echo round trip.
+    pub async fn call(&self) {
         match self {
             Self::Ours(c, t, v) => {
                 let r = c.request(t.clone(), v.clone()).await.expect("baton echo");
@@ -198,14 +203,8 @@ async fn floor_serve<S: AsyncRead + AsyncWrite + Unpin>(s: S) {
     let _ = sink.send_all(&mut echoes).await;
 }
 
-/// Starts the floor servers (TCP, Unix), tarpc and tonic; connects every client (to `ours`
-/// and `json` too).
-pub async fn setup(
-    ours: &OursServer,
-    json: &JsonServer,
-    dir: &Path,
-) -> Result<Clients, Box<dyn std::error::Error>> {
-    // Floor, TCP.
+/// Starts the floor's TCP echo server on a loopback port.
+pub async fn start_floor_tcp() -> std::io::Result<SocketAddr> {
     let floor_l = TcpListener::bind("127.0.0.1:0").await?;
     let floor_addr = floor_l.local_addr()?;
     tokio::spawn(async move {
@@ -214,16 +213,12 @@ pub async fn setup(
             tokio::spawn(floor_serve(s));
         }
     });
-    // Floor, Unix.
-    let floor_path = dir.join("floor.sock");
-    let _ = std::fs::remove_file(&floor_path);
-    let floor_ul = UnixListener::bind(&floor_path)?;
-    tokio::spawn(async move {
-        while let Ok((s, _)) = floor_ul.accept().await {
-            tokio::spawn(floor_serve(s));
-        }
-    });
-    // tarpc: one task per request, the idiomatic `execute(..).for_each(spawn)`.
+    Ok(floor_addr)
+}
+
+/// Starts tarpc's echo server on a loopback port: one task per request, the idiomatic
+/// `execute(..).for_each(spawn)`.
+pub async fn start_tarpc() -> std::io::Result<SocketAddr> {
     let tarpc_l = TcpListener::bind("127.0.0.1:0").await?;
     let tarpc_addr = tarpc_l.local_addr()?;
     tokio::spawn(async move {
@@ -237,6 +232,27 @@ pub async fn setup(
             }));
         }
     });
+    Ok(tarpc_addr)
+}
+
+/// Starts the floor servers (TCP, Unix), tarpc and tonic; connects every client (to `ours`
+/// and `json` too).
+pub async fn setup(
+    ours: &OursServer,
+    json: &JsonServer,
+    dir: &Path,
+) -> Result<Clients, Box<dyn std::error::Error>> {
+    let floor_addr = start_floor_tcp().await?;
+    // Floor, Unix.
+    let floor_path = dir.join("floor.sock");
+    let _ = std::fs::remove_file(&floor_path);
+    let floor_ul = UnixListener::bind(&floor_path)?;
+    tokio::spawn(async move {
+        while let Ok((s, _)) = floor_ul.accept().await {
+            tokio::spawn(floor_serve(s));
+        }
+    });
+    let tarpc_addr = start_tarpc().await?;
     let tonic_addr = crate::grpc::start()?;
 
     let ours_call = ours_call();
@@ -348,17 +364,20 @@ async fn window(
     plan: &Plan,
 ) -> Result<PipeResult, ProcError> {
     tokio::time::sleep(plan.pipe_warmup).await;
+    let instr = counters::Window::open();
     let first = procfs::cpu_secs(Process::This);
     let (c0, t0) = (count.load(Ordering::Relaxed), Instant::now());
     tokio::time::sleep(plan.pipe_window).await;
     let (c1, dt) = (count.load(Ordering::Relaxed), t0.elapsed());
     let last = procfs::cpu_secs(Process::This);
+    let instr = instr.close();
     stop.store(true, Ordering::Relaxed);
     let (cpu0, cpu1) = (first?, last?);
     let n = (c1 - c0) as f64;
     Ok(PipeResult {
         rps: n / dt.as_secs_f64(),
         cpu_us: (cpu1 - cpu0) / n * 1e6,
+        instr: instr.map(|i| i / n),
     })
 }
 

@@ -40,6 +40,10 @@ pub struct Plan {
     pub subs_per_client: usize,
     /// Updates applied for the replica rebuild figure.
     pub replica_ops: usize,
+    /// Busy connections behind the latency-under-load figure.
+    pub busy: usize,
+    /// How long sequential round trips are timed under that load.
+    pub loaded_window: Duration,
 }
 
 impl Plan {
@@ -64,6 +68,8 @@ impl Plan {
                 sub_clients: 4,
                 subs_per_client: 5,
                 replica_ops: 2_000,
+                busy: 10,
+                loaded_window: Duration::from_millis(100),
             }
         } else {
             Self {
@@ -84,6 +90,8 @@ impl Plan {
                 sub_clients: 100,
                 subs_per_client: 100,
                 replica_ops: 2_000_000,
+                busy: 1_000,
+                loaded_window: Duration::from_secs(3),
             }
         }
     }
