@@ -344,19 +344,11 @@ pub async fn floor(n: usize, frame_len: usize, plan: &Plan) -> Result<FanResult,
             tx.subscribe(),
             Arc::clone(&lost),
         )));
-        let s = Arc::clone(&seen);
-        tasks.push(tokio::spawn(async move {
-            let mut client = client;
-            let mut buf = vec![0u8; 64 * 1024];
-            let mut total = 0usize;
-            while let Ok(k) = client.read(&mut buf).await {
-                if k == 0 {
-                    break;
-                }
-                total += k;
-                s.store((total / frame_len) as u64, Ordering::Relaxed);
-            }
-        }));
+        tasks.push(tokio::spawn(count_floor_frames(
+            client,
+            frame_len,
+            Arc::clone(&seen),
+        )));
         counts.push(seen);
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -395,6 +387,24 @@ pub async fn floor(n: usize, frame_len: usize, plan: &Plan) -> Result<FanResult,
         lost: lost.load(Ordering::Relaxed),
         instr_per_delivery,
     })
+}
+
+/// A floor subscriber: reads the raw stream until it ends and stores how many whole frames of
+/// `frame_len` bytes it has seen so far (every floor frame has that length).
+pub async fn count_floor_frames<R: tokio::io::AsyncRead + Unpin>(
+    mut stream: R,
+    frame_len: usize,
+    seen: Arc<AtomicU64>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0usize;
+    while let Ok(k) = stream.read(&mut buf).await {
+        if k == 0 {
+            break;
+        }
+        total += k;
+        seen.store((total / frame_len) as u64, Ordering::Relaxed);
+    }
 }
 
 /// The floor's writer for one subscriber: whatever is queued (≤ 32 KiB) leaves in one write;

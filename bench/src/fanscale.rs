@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use baton_client::{Client, ClientConfig, Endpoint};
 use baton_protocol::chord::ServiceMode;
 use bytes::Bytes;
-use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast;
 
@@ -83,20 +82,13 @@ pub fn child(
                 clients.push(c);
             } else {
                 let frame_len: usize = arg.parse()?;
-                let mut s = TcpStream::connect(target).await?;
+                let s = TcpStream::connect(target).await?;
                 s.set_nodelay(true)?;
-                let c = Arc::clone(&seen);
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 64 * 1024];
-                    let mut total = 0usize;
-                    while let Ok(k) = s.read(&mut buf).await {
-                        if k == 0 {
-                            break;
-                        }
-                        total += k;
-                        c.store((total / frame_len) as u64, Ordering::Relaxed);
-                    }
-                });
+                tokio::spawn(crate::fanout::count_floor_frames(
+                    s,
+                    frame_len,
+                    Arc::clone(&seen),
+                ));
             }
             counts.push(seen);
         }

@@ -22,7 +22,6 @@ use baton_client::{Client, ClientConfig, Endpoint};
 use baton_protocol::chord::ServiceMode;
 use bytes::Bytes;
 use futures::{FutureExt, SinkExt, StreamExt};
-use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast;
 
@@ -205,19 +204,11 @@ async fn fanout_floor(n: usize) -> Result<u64, Box<dyn Error>> {
             Arc::clone(&lost),
         )));
         let seen = Arc::new(AtomicU64::new(0));
-        let s = Arc::clone(&seen);
-        tasks.push(tokio::spawn(async move {
-            let mut client = client;
-            let mut buf = vec![0u8; 64 * 1024];
-            let mut total = 0usize;
-            while let Ok(k) = client.read(&mut buf).await {
-                if k == 0 {
-                    break;
-                }
-                total += k;
-                s.store((total / frame_len) as u64, Ordering::Relaxed);
-            }
-        }));
+        tasks.push(tokio::spawn(fanout::count_floor_frames(
+            client,
+            frame_len,
+            Arc::clone(&seen),
+        )));
         counts.push(seen);
     }
     let frame = Bytes::from(vec![b'x'; frame_len]);
