@@ -37,6 +37,8 @@
 //! * [`link`]: browser identities and one-time links: the pairing codes `baton link`
 //!   mints, the hashed browser tokens they are traded for, and their file.
 //! * [`clock`]: the only wall-clock read; ISO-8601 text.
+//! * `cluster` (feature `cluster`): the fleet on etcd — owning the server id under a lease,
+//!   the member record, stopping new work before the lease could lapse (docs/cluster.md).
 //! * `web` (feature `web`): the web listener — the page, one-time pairing and the WebSocket
 //!   endpoint, handing each socket to the server (`Server::adopt`).
 //!
@@ -59,6 +61,8 @@
 
 pub mod agent;
 pub mod clock;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 mod future;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -132,6 +132,22 @@ impl ServiceHost {
         self.shared.residency.open_count()
     }
 
+    /// Stops taking new work: new connections (their hello) and `create` are answered `busy`
+    /// until [`ServiceHost::resume_new_work`]; open sessions and connections go on. The
+    /// fleet's lease calls it when it cannot be renewed (docs/cluster.md).
+    pub fn pause_new_work(&self) {
+        self.shared
+            .paused
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Takes new work again after [`ServiceHost::pause_new_work`].
+    pub fn resume_new_work(&self) {
+        self.shared
+            .paused
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+
     /// Refuses new prompts and sessions (`server_draining`) and aborts every running turn.
     /// Call before [`Server::close`](baton_server::Server::close) so in-flight prompts settle
     /// at once instead of holding the drain.
@@ -179,6 +195,7 @@ impl ServerHost for ServiceHost {
     type Session = HostedSession;
 
     fn admit(&self, identity: &PeerIdentity) -> Result<(), ServiceError> {
+        self.shared.check_taking_work()?;
         self.shared.access.admit(identity)
     }
 

@@ -107,6 +107,7 @@ impl ServerServices {
         if self.shared.closing.is_cancelled() {
             return Err(ServiceError::server_draining());
         }
+        self.shared.check_taking_work()?;
         let rights = self.shared.access.rights(ctx.identity());
         rights.check_create()?;
         let mut options = create_options(args)?;

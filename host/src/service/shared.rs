@@ -46,12 +46,30 @@ pub(crate) struct Shared {
     pub(super) tracker: TaskTracker,
     /// Fired by [`ServiceHost::begin_shutdown`](super::ServiceHost::begin_shutdown).
     pub(crate) closing: CancellationToken,
+    /// Set by [`ServiceHost::pause_new_work`](super::ServiceHost::pause_new_work): new
+    /// connections and creates are refused `busy`, what is open goes on.
+    pub(crate) paused: AtomicBool,
     next_owner: AtomicU64,
     #[cfg(test)]
     pub(crate) hooks: Hooks,
 }
 
+/// What a paused host answers new connections and creates.
+pub(crate) const PAUSED_MESSAGE: &str =
+    "Host is not taking new work: it cannot renew its fleet lease; try again";
+
 impl Shared {
+    /// `busy` while paused ([`Shared::paused`]).
+    pub(crate) fn check_taking_work(&self) -> Result<(), baton_server::ServiceError> {
+        if self.paused.load(Ordering::Acquire) {
+            return Err(baton_server::ServiceError::from_code(
+                baton_protocol::ErrorCode::Busy,
+                PAUSED_MESSAGE,
+            ));
+        }
+        Ok(())
+    }
+
     /// The state of a host over `manager` bounded by `limits`; the directory starts from the
     /// sessions on disk.
     ///
@@ -105,6 +123,7 @@ impl Shared {
             reaper_started: AtomicBool::new(false),
             tracker: TaskTracker::new(),
             closing: CancellationToken::new(),
+            paused: AtomicBool::new(false),
             next_owner: AtomicU64::new(1),
             #[cfg(test)]
             hooks: Hooks::default(),
