@@ -204,6 +204,32 @@ pub(crate) struct ServeArgs {
     /// Sessions one client identity may create (default 256).
     #[arg(long, value_name = "N")]
     pub(crate) max_sessions_per_owner: Option<usize>,
+    /// Join a fleet on etcd: its client URLs, comma-separated (http://127.0.0.1:2379, or
+    /// https://… with --cluster-ca). The host owns its server id there under a lease, before
+    /// it opens the sessions directory; a second process anywhere with the same id is
+    /// refused.
+    #[arg(long, value_name = "URL[,URL...]")]
+    pub(crate) cluster: Option<String>,
+    /// The CA (PEM) etcd's certificate must chain to (https:// endpoints).
+    #[arg(long, value_name = "PEM", requires = "cluster")]
+    pub(crate) cluster_ca: Option<PathBuf>,
+    /// This host's client certificate (PEM) for etcd's --client-cert-auth.
+    #[arg(long, value_name = "PEM", requires_all = ["cluster", "cluster_key"])]
+    pub(crate) cluster_cert: Option<PathBuf>,
+    /// Its private key (PEM).
+    #[arg(long, value_name = "PEM", requires_all = ["cluster", "cluster_cert"])]
+    pub(crate) cluster_key: Option<PathBuf>,
+    /// The fleet lease's TTL in seconds (default 10, at least 2): a host that dies is
+    /// listed live at most this long.
+    #[arg(long, value_name = "N", requires = "cluster")]
+    pub(crate) cluster_lease_secs: Option<u64>,
+    /// What clients dial to reach this host (repeatable): tls://NAME:PORT, tcp://HOST:PORT
+    /// or unix:///DIR. Default: the addresses it listens on.
+    #[arg(long, value_name = "URL", requires = "cluster")]
+    pub(crate) advertise: Vec<String>,
+    /// A KEY=VALUE label placement can match (repeatable; each key once).
+    #[arg(long, value_name = "KEY=VALUE", requires = "cluster")]
+    pub(crate) label: Vec<String>,
 }
 
 /// `certs` options as typed; [`CertsArgs`] is what they mean.
@@ -394,6 +420,43 @@ mod tests {
             (None, None, None),
             "the server's defaults unless given"
         );
+    }
+
+    #[test]
+    fn fleet_flags_parse_and_need_cluster() {
+        let Ok(Command::Serve(s)) = p(
+            "serve --cluster https://10.0.0.1:2379,https://10.0.0.2:2379 --cluster-ca ca.pem \
+             --cluster-cert host.pem --cluster-key host.key --cluster-lease-secs 4 \
+             --advertise tls://box-2.example:7879 --advertise unix:///run/baton \
+             --label gpu=a100 --label zone=eu-1",
+        ) else {
+            panic!("serve did not parse");
+        };
+        assert_eq!(
+            s.cluster.as_deref(),
+            Some("https://10.0.0.1:2379,https://10.0.0.2:2379")
+        );
+        assert_eq!(s.cluster_ca.as_deref(), Some(Path::new("ca.pem")));
+        assert_eq!(s.cluster_cert.as_deref(), Some(Path::new("host.pem")));
+        assert_eq!(s.cluster_key.as_deref(), Some(Path::new("host.key")));
+        assert_eq!(s.cluster_lease_secs, Some(4));
+        assert_eq!(
+            s.advertise,
+            ["tls://box-2.example:7879", "unix:///run/baton"]
+        );
+        assert_eq!(s.label, ["gpu=a100", "zone=eu-1"]);
+        for line in [
+            "serve --label gpu=a100",
+            "serve --advertise tls://h:1",
+            "serve --cluster-lease-secs 4",
+            "serve --cluster http://127.0.0.1:2379 --cluster-cert c.pem",
+        ] {
+            assert_eq!(
+                p(line).unwrap_err().kind(),
+                ErrorKind::MissingRequiredArgument,
+                "{line}"
+            );
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 mod args;
 mod certs;
 mod demo;
+mod fleet;
 mod serve;
 
 use std::io::Write;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use baton_host::ModelRef;
 use baton_host::clock::SystemClock;
+use baton_host::cluster::{ClusterConfig, Health, Load, Membership};
 use baton_host::provider::ModelRegistry;
 use baton_host::provider::config::{ModelSpec, ProviderConfig, ProviderKind};
 use baton_host::provider::models_file::{ModelsFile, build_provider, default_models_path};
@@ -22,20 +23,21 @@ use baton_protocol::{ServerId, unix};
 use baton_server::{ClientAuth, ListenAddr, Listener, Server, ServerConfig, TcpOptions, TlsConfig};
 use ring::rand::{SecureRandom, SystemRandom};
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
 
-use crate::Failure;
 use crate::args::{ModelChoice, ServeArgs};
+use crate::{Failure, fleet};
 
 /// The file in the sessions directory that keeps the server id stable across restarts.
 const SERVER_ID_FILE: &str = "server-id";
 
 pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
     // Signals are watched from the start so a SIGTERM during start-up is not lost.
-    let mut interrupt = signal(SignalKind::interrupt())
+    let interrupt = signal(SignalKind::interrupt())
         .map_err(|e| Failure::from_error("cannot watch SIGINT", &e))?;
-    let mut terminate = signal(SignalKind::terminate())
+    let terminate = signal(SignalKind::terminate())
         .map_err(|e| Failure::from_error("cannot watch SIGTERM", &e))?;
-    let mut hangup =
+    let hangup =
         signal(SignalKind::hangup()).map_err(|e| Failure::from_error("cannot watch SIGHUP", &e))?;
     // A bad policy file is a start-up error, before anything listens.
     let policy = match &args.access {
@@ -47,16 +49,73 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
         Some(d) => d.clone(),
         None => default_sessions_dir()?,
     };
+    // In a fleet the server id is owned in etcd before the directory is opened: a second
+    // process anywhere (this directory, or a copy of it) is refused here, by name.
+    let cluster = fleet::config(&args)?;
+    let mut claimed = None;
+    let membership = match &cluster {
+        Some(config) => {
+            let id = match &args.server_id {
+                Some(id) => id.clone(),
+                None => match fleet::existing_server_id(&sessions_dir, SERVER_ID_FILE)? {
+                    Some(id) => id,
+                    None => random_server_id()?,
+                },
+            };
+            let membership = fleet::join(config, &id, &args).await?;
+            claimed = Some(id);
+            Some(membership)
+        }
+        None => None,
+    };
+    let signals = Signals {
+        interrupt,
+        terminate,
+        hangup,
+    };
+    let result = serve(
+        &args,
+        signals,
+        policy,
+        &sessions_dir,
+        claimed.as_ref(),
+        membership.as_ref().zip(cluster.as_ref()),
+    )
+    .await;
+    // Drained by now: revoking the lease makes both keys vanish at once (not after a
+    // lost lease, which is no longer ours).
+    if let Some(membership) = membership {
+        membership.leave().await;
+    }
+    result
+}
+
+/// The signals `serve` reacts to, watched from the start.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+/// Serves until a signal or a lost fleet lease.
+async fn serve(
+    args: &ServeArgs,
+    mut signals: Signals,
+    policy: Option<AccessPolicy>,
+    sessions_dir: &Path,
+    claimed: Option<&ServerId>,
+    fleet: Option<(&Membership, &ClusterConfig)>,
+) -> Result<(), Failure> {
     // The manager creates the directory (0700) and takes its lock; only then is the id file
     // read or written, so two hosts never race for it and it is never created world-readable.
-    let (models, default_model, remote) = models(&args)?;
+    let (models, default_model, remote) = models(args)?;
     // One bounded connection per remote provider (nothing is sent), beside serving: start-up
     // never waits for the network; an unreachable endpoint is a warning naming it.
     let mut probes = tokio::task::JoinSet::new();
     for config in remote {
         probes.spawn(probe_and_warn(config));
     }
-    let mut config = HostConfig::new(&sessions_dir);
+    let mut config = HostConfig::new(sessions_dir);
     config.default_model = default_model;
     config.session.bash.confine = !args.no_confine;
     let confinement = confinement_status(&config.session.bash);
@@ -67,7 +126,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::from_error("cannot open the sessions directory", &e))?;
     let server_id = match &args.server_id {
         Some(id) => id.clone(),
-        None => stable_server_id(&sessions_dir)?,
+        None => stable_server_id(sessions_dir, claimed)?,
     };
     let mut limits = ServiceLimits::default();
     if let Some(secs) = args.idle_timeout_secs {
@@ -101,7 +160,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
     if let Some(n) = args.max_subscriptions_per_connection {
         server_config.max_subscriptions = n;
     }
-    let (listeners, mut webs) = listeners(&args, &server_id)?;
+    let (listeners, mut webs) = listeners(args, &server_id)?;
     for web in &mut webs {
         web.max_frame_length = server_config.max_frame_length;
         web.timeout = server_config.handshake_timeout;
@@ -145,20 +204,47 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
     // Before the addresses are announced, so a link minted by whoever reads them has a URL.
     host.set_web_base_urls(web_base_urls.clone());
 
-    let mut out = std::io::stdout().lock();
-    for addr in server.local_addrs() {
-        let _ = writeln!(out, "listening {} server-id {server_id}", url(addr));
+    // Registered before the addresses are announced: whoever reads them finds the host in
+    // the fleet.
+    let mut outcome = Ok(());
+    let mut health = None;
+    if let Some((membership, config)) = fleet {
+        // What clients dial: the --advertise URLs, else the bound listeners (with the ports
+        // the system chose).
+        let advertise = if config.advertise.is_empty() {
+            server.local_addrs().iter().map(url).collect()
+        } else {
+            config.advertise.clone()
+        };
+        match membership
+            .register(
+                advertise,
+                config.labels.clone(),
+                load(&host, &server),
+                fleet::now(),
+            )
+            .await
+        {
+            Ok(()) => health = Some(membership.health()),
+            Err(e) => outcome = Err(Failure::new(e.to_string())),
+        }
     }
-    for w in &web_listeners {
-        let shown = w
-            .base_urls()
-            .first()
-            .cloned()
-            .unwrap_or_else(|| w.local_addr().to_string());
-        let _ = writeln!(out, "web listener on {shown}");
+    if outcome.is_ok() {
+        let mut out = std::io::stdout().lock();
+        for addr in server.local_addrs() {
+            let _ = writeln!(out, "listening {} server-id {server_id}", url(addr));
+        }
+        for w in &web_listeners {
+            let shown = w
+                .base_urls()
+                .first()
+                .cloned()
+                .unwrap_or_else(|| w.local_addr().to_string());
+            let _ = writeln!(out, "web listener on {shown}");
+        }
+        let _ = out.flush();
+        drop(out);
     }
-    let _ = out.flush();
-    drop(out);
     if !web_base_urls.is_empty() {
         tracing::info!(?web_base_urls, "web listener base urls for links");
     }
@@ -169,17 +255,34 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
         "serving"
     );
 
-    loop {
+    let mut load_tick = tokio::time::interval(baton_host::cluster::load::LOAD_INTERVAL);
+    load_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while outcome.is_ok() {
         tokio::select! {
-            _ = interrupt.recv() => {
+            _ = signals.interrupt.recv() => {
                 tracing::info!("SIGINT: draining");
                 break;
             }
-            _ = terminate.recv() => {
+            _ = signals.terminate.recv() => {
                 tracing::info!("SIGTERM: draining");
                 break;
             }
-            _ = hangup.recv() => reload_access(&host, &server, args.access.as_deref()),
+            _ = signals.hangup.recv() => reload_access(&host, &server, args.access.as_deref()),
+            now = health_changed(&mut health) => match now {
+                Health::Serving => host.resume_new_work(),
+                Health::Paused => host.pause_new_work(),
+                Health::Lost => {
+                    outcome = Err(Failure::new(format!(
+                        "the fleet lease of server id {server_id} is gone (etcd expired or \
+                         revoked it): another process may own the id now, so this one stops"
+                    )));
+                }
+            },
+            _ = load_tick.tick(), if health.is_some() => {
+                if let Some((membership, _)) = fleet {
+                    membership.set_load(load(&host, &server));
+                }
+            }
         }
     }
     host.begin_shutdown();
@@ -192,7 +295,29 @@ pub(crate) async fn run(args: ServeArgs) -> Result<(), Failure> {
     host.shutdown().await;
     probes.shutdown().await;
     tracing::info!("stopped");
-    Ok(())
+    outcome
+}
+
+/// The next fleet health; never, outside a fleet.
+async fn health_changed(health: &mut Option<watch::Receiver<Health>>) -> Health {
+    match health {
+        Some(rx) => {
+            if rx.changed().await.is_err() {
+                // The keep-alive task ended without a verdict: treat as lost, never as fine.
+                return Health::Lost;
+            }
+            *rx.borrow_and_update()
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// The host's load for its member record.
+fn load(host: &ServiceHost, server: &Server<ServiceHost>) -> Load {
+    Load {
+        open_sessions: u64::try_from(host.open_sessions()).unwrap_or(u64::MAX),
+        attached_clients: u64::try_from(server.connection_count()).unwrap_or(u64::MAX),
+    }
 }
 
 /// `SIGHUP`: reads the `--access` file again and puts it in force without dropping anyone
@@ -223,18 +348,23 @@ fn default_sessions_dir() -> Result<PathBuf, Failure> {
     Ok(data.join("baton").join("sessions"))
 }
 
-/// The id kept in `<dir>/server-id`, created on first start.
-fn stable_server_id(dir: &Path) -> Result<ServerId, Failure> {
+/// The id kept in `<dir>/server-id`, created on first start (as `claimed`, the id owned in
+/// the fleet, when there is one). Read with the directory locked.
+fn stable_server_id(dir: &Path, claimed: Option<&ServerId>) -> Result<ServerId, Failure> {
     let path = dir.join(SERVER_ID_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => ServerId::parse(text.trim()).map_err(|_| {
-            Failure::new(format!(
-                "{} does not hold a UUIDv4 server id (remove it to get a new one)",
+    match fleet::existing_server_id(dir, SERVER_ID_FILE)? {
+        Some(id) => match claimed {
+            Some(claimed) if *claimed != id => Err(Failure::new(format!(
+                "{} became {id} while this host claimed {claimed} in the fleet; start again",
                 path.display()
-            ))
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let id = random_server_id()?;
+            ))),
+            Some(_) | None => Ok(id),
+        },
+        None => {
+            let id = match claimed {
+                Some(id) => id.clone(),
+                None => random_server_id()?,
+            };
             // Write then rename, so a crash never leaves a half-written id.
             let tmp = dir.join(format!(".{SERVER_ID_FILE}.tmp"));
             write_private(&tmp, format!("{id}\n").as_bytes())
@@ -244,10 +374,6 @@ fn stable_server_id(dir: &Path) -> Result<ServerId, Failure> {
                 })?;
             Ok(id)
         }
-        Err(e) => Err(Failure::from_error(
-            &format!("cannot read {}", path.display()),
-            &e,
-        )),
     }
 }
 
