@@ -1,7 +1,7 @@
 //! What a test does when this machine cannot run it.
 //!
 //! Some tests need what not every machine has: root, network namespaces, a tmpfs in a private
-//! mount namespace, Landlock, tmux. Where the need is missing such a test reports one line,
+//! mount namespace, Landlock, tmux, etcd. Where the need is missing such a test reports one line,
 //! `SKIPPED <test>: <why>`, and passes, unless the need's switch requires it: then the same
 //! line fails the test. `.ci/run` sets every switch the machine can honour, so a CI run that
 //! skips anything fails instead.
@@ -9,8 +9,12 @@
 //! Every switch is parsed one way ([`Need::is_required`]): unset, empty or `0` is not required,
 //! `1` is required, and any other value is a mistake that fails the test at once, so a typo in
 //! CI cannot turn a requirement off.
+//!
+//! [`etcd`]: a throwaway etcd on loopback for the fleet tests ([`etcd::Etcd`]).
 
 use std::fmt;
+
+pub mod etcd;
 
 /// Something a test needs that a machine may lack, with the switch that requires it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,16 +29,19 @@ pub enum Need {
     Landlock,
     /// The `tmux` command, for the terminal-UI tests.
     Tmux,
+    /// The `etcd` command (Debian's `etcd-server`), for the fleet tests.
+    Etcd,
 }
 
 impl Need {
     /// Every need, in the order `.ci/run` reports them.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Root,
         Self::Netns,
         Self::Tmpfs,
         Self::Landlock,
         Self::Tmux,
+        Self::Etcd,
     ];
 
     /// The environment variable that turns a skip for this need into a failure.
@@ -45,6 +52,7 @@ impl Need {
             Self::Tmpfs => "BATON_REQUIRE_TMPFS",
             Self::Landlock => "BATON_REQUIRE_LANDLOCK",
             Self::Tmux => "BATON_REQUIRE_TMUX",
+            Self::Etcd => "BATON_REQUIRE_ETCD",
         }
     }
 

@@ -1,0 +1,276 @@
+//! `baton-host serve --cluster` against a real etcd (Debian's `etcd`, started per test on
+//! loopback by `baton_testkit::etcd`; without it these tests report SKIPPED unless
+//! `BATON_REQUIRE_ETCD=1`): the member record, the refusal of a second owner of a server id,
+//! the lease expiring with a killed host, and a clean shutdown revoking it.
+//!
+//! etcd is read here as another party would, with etcd-client. Waiting is on etcd's own
+//! events (a watch from the revision read); timeouts only guard against hangs.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test binary: helpers unwrap like the tests they serve"
+)]
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use baton_host::cluster::keys::{host_key, owner_key};
+use baton_host::cluster::record::{self, HolderRecord, MemberRecord};
+use baton_protocol::ServerId;
+use baton_testkit::etcd::Etcd;
+use common::state::{guard, guard_within};
+use common::{HOST, HostProcess, run};
+use etcd_client::{Client, EventType, WatchOptions};
+use tokio::process::Command;
+
+/// The lease TTL of these tests, the shortest accepted.
+const TTL_SECS: u64 = 2;
+
+/// A host on a Unix socket in `dir` with its sessions in `dir/sessions`, in the fleet of
+/// `etcd`, with `extra` flags.
+async fn serve(dir: &Path, etcd: &Etcd, extra: &[&str]) -> HostProcess {
+    serve_with_ttl(dir, etcd, TTL_SECS, extra).await
+}
+
+/// As [`serve`], with a lease of `ttl` seconds.
+async fn serve_with_ttl(dir: &Path, etcd: &Etcd, ttl: u64, extra: &[&str]) -> HostProcess {
+    let sock = format!("unix://{}", dir.join("sock").display());
+    let sessions = dir.join("sessions").display().to_string();
+    let ttl = ttl.to_string();
+    let mut args = vec![
+        "--listen",
+        &sock,
+        "--sessions-dir",
+        &sessions,
+        "--cluster",
+        etcd.url(),
+        "--cluster-lease-secs",
+        &ttl,
+    ];
+    args.extend_from_slice(extra);
+    // Boxed: the host's start-up future is large.
+    Box::pin(HostProcess::start(&args, &[])).await
+}
+
+async fn client(etcd: &Etcd) -> Client {
+    guard(
+        "connect to etcd",
+        Box::pin(Client::connect([etcd.url()], None)),
+    )
+    .await
+    .unwrap()
+}
+
+/// The value of `key`, if any, and the revision it was read at.
+async fn get(client: &mut Client, key: &str) -> (Option<Vec<u8>>, i64) {
+    let response = guard("etcd get", Box::pin(client.get(key, None)))
+        .await
+        .unwrap();
+    let revision = response.header().unwrap().revision();
+    (
+        response.kvs().first().map(|kv| kv.value().to_vec()),
+        revision,
+    )
+}
+
+/// Waits, on a watch from the revision read, until `key` is deleted.
+async fn deleted(client: &mut Client, key: &str) {
+    let (value, revision) = get(client, key).await;
+    if value.is_none() {
+        return;
+    }
+    let mut events = Box::pin(client.watch(
+        key,
+        Some(WatchOptions::new().with_start_revision(revision + 1)),
+    ))
+    .await
+    .unwrap();
+    while let Some(response) = events.message().await.unwrap() {
+        if response
+            .events()
+            .iter()
+            .any(|e| e.event_type() == EventType::Delete)
+        {
+            return;
+        }
+    }
+    panic!("the watch of {key} ended");
+}
+
+fn id_of(host: &HostProcess) -> ServerId {
+    ServerId::parse(&host.server_id).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_with_cluster_registers_its_member_record_with_its_id_endpoints_and_labels() {
+    let Some(etcd) = Etcd::start_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let host = serve(
+        dir.path(),
+        &etcd,
+        &["--label", "gpu=a100", "--label", "zone=eu-1"],
+    )
+    .await;
+    let id = id_of(&host);
+    let mut etcd_client = client(&etcd).await;
+
+    let (value, _) = get(&mut etcd_client, &host_key(&id)).await;
+    let member: MemberRecord = record::decode(&value.expect("no member record")).unwrap();
+    assert_eq!(member.v, 1);
+    assert_eq!(member.server_id, host.server_id);
+    assert_eq!(
+        member.advertise,
+        std::slice::from_ref(&host.url),
+        "defaults to the bound listener"
+    );
+    assert_eq!(
+        member.labels.iter().collect::<Vec<_>>(),
+        [
+            (&"gpu".to_owned(), &"a100".to_owned()),
+            (&"zone".to_owned(), &"eu-1".to_owned())
+        ]
+    );
+
+    let (value, _) = get(&mut etcd_client, &owner_key(&id)).await;
+    let holder: HolderRecord = record::decode(&value.expect("no owner record")).unwrap();
+    assert_eq!(holder.pid, host.child.id().unwrap());
+    assert_eq!(holder.server_id, host.server_id);
+
+    // Both under one lease, of the TTL asked for.
+    let response = guard("etcd get", Box::pin(etcd_client.get(host_key(&id), None)))
+        .await
+        .unwrap();
+    let lease = response.kvs()[0].lease();
+    let response = guard("etcd get", Box::pin(etcd_client.get(owner_key(&id), None)))
+        .await
+        .unwrap();
+    assert_eq!(response.kvs()[0].lease(), lease);
+    let ttl = guard(
+        "lease ttl",
+        Box::pin(etcd_client.lease_time_to_live(lease, None)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ttl.granted_ttl(), i64::try_from(TTL_SECS).unwrap());
+    assert!(host.terminate().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_host_on_the_same_server_id_is_refused_with_one_line_naming_the_first() {
+    let Some(etcd) = Etcd::start_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let first = serve(dir.path(), &etcd, &[]).await;
+    let pid = first.child.id().unwrap();
+
+    // The same directory, and a copy of it elsewhere (its server-id file with it).
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::create_dir(copy.path().join("sessions")).unwrap();
+    std::fs::copy(
+        dir.path().join("sessions/server-id"),
+        copy.path().join("sessions/server-id"),
+    )
+    .unwrap();
+    for (what, sessions) in [("same directory", dir.path()), ("a copy", copy.path())] {
+        let sock = format!("unix://{}", copy.path().join("sock2").display());
+        let sessions = sessions.join("sessions").display().to_string();
+        let (status, out, err) = run(
+            what,
+            Command::new(HOST).env("RUST_LOG", "warn").args([
+                "serve",
+                "--listen",
+                &sock,
+                "--sessions-dir",
+                &sessions,
+                "--cluster",
+                etcd.url(),
+            ]),
+        )
+        .await;
+        assert_eq!(status.code(), Some(1), "{what}: {err}");
+        assert!(out.is_empty(), "{what}: nothing listened: {out:?}");
+        assert_eq!(err.lines().count(), 1, "{what}: one line: {err}");
+        assert!(
+            err.contains(&format!(
+                "server id {} is already served by pid {pid} on ",
+                first.server_id
+            )),
+            "{what}: {err}"
+        );
+        assert!(
+            err.contains(
+                &format!("({})", dir.path().join("sock").display()).replace('(', "(unix://")
+            ),
+            "{what}: names its endpoints: {err}"
+        );
+    }
+
+    // The first is untouched: still the owner, still serving.
+    let mut etcd_client = client(&etcd).await;
+    let (value, _) = get(&mut etcd_client, &owner_key(&id_of(&first))).await;
+    let holder: HolderRecord = record::decode(&value.unwrap()).unwrap();
+    assert_eq!(holder.pid, pid);
+    let (status, _, err) = common::cli(&first.url, &["sessions"]).await;
+    assert!(status.success(), "{err}");
+    assert!(first.terminate().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_a_host_makes_its_keys_vanish_within_the_ttl_plus_2_s() {
+    let Some(etcd) = Etcd::start_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut host = serve(dir.path(), &etcd, &[]).await;
+    let id = id_of(&host);
+    let mut etcd_client = client(&etcd).await;
+    assert!(get(&mut etcd_client, &host_key(&id)).await.0.is_some());
+
+    host.signal(rustix::process::Signal::KILL);
+    guard("host exit", host.child.wait()).await.unwrap();
+    let killed = tokio::time::Instant::now();
+    let limit = Duration::from_secs(TTL_SECS + 2);
+    guard_within(
+        limit,
+        "member record expiry",
+        Box::pin(deleted(&mut etcd_client, &host_key(&id))),
+    )
+    .await;
+    guard_within(
+        limit,
+        "owner record expiry",
+        Box::pin(deleted(&mut etcd_client, &owner_key(&id))),
+    )
+    .await;
+    println!(
+        "keys gone {:?} after kill -9 (TTL {TTL_SECS} s)",
+        killed.elapsed()
+    );
+
+    // The id is free again: the same directory serves at once.
+    let again = serve(dir.path(), &etcd, &[]).await;
+    assert_eq!(again.server_id, id.to_string());
+    assert!(again.terminate().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_shutdown_revokes_the_lease_so_the_keys_are_gone_at_once() {
+    let Some(etcd) = Etcd::start_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // A long TTL: keys still there after the exit could only be the lease not revoked.
+    let host = serve_with_ttl(dir.path(), &etcd, 600, &[]).await;
+    let id = id_of(&host);
+    let mut etcd_client = client(&etcd).await;
+    assert!(get(&mut etcd_client, &owner_key(&id)).await.0.is_some());
+
+    assert!(host.terminate().await.success());
+    assert_eq!(get(&mut etcd_client, &host_key(&id)).await.0, None);
+    assert_eq!(get(&mut etcd_client, &owner_key(&id)).await.0, None);
+}
