@@ -3,7 +3,7 @@
 //!
 //! [`Etcd::start`] returns once etcd says on its log that it serves clients (no fixed wait;
 //! a hang guard of [`READY_TIMEOUT`] only). Without an `etcd` binary, [`Etcd::start_or_skip`]
-//! reports the test SKIPPED through [`Need::Etcd`](crate::Need::Etcd), which fails instead
+//! reports the test SKIPPED through [`Need::Etcd`], which fails instead
 //! under `BATON_REQUIRE_ETCD=1`.
 
 use std::io::{self, BufRead, BufReader};
