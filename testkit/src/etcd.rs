@@ -40,9 +40,12 @@ pub struct EtcdTls {
 /// A running etcd. Dropping it kills it and removes its data directory.
 #[derive(Debug)]
 pub struct Etcd {
-    child: Child,
+    /// `None` between [`Etcd::kill`] and [`Etcd::restart`].
+    child: Option<Child>,
     url: String,
     dir: PathBuf,
+    /// What [`Etcd::restart`] runs again.
+    command: Vec<std::ffi::OsString>,
 }
 
 impl Etcd {
@@ -107,10 +110,7 @@ impl Etcd {
             .args(["--listen-peer-urls", &peer_url])
             .args(["--initial-advertise-peer-urls", &peer_url])
             .args(["--initial-cluster", &format!("default={peer_url}")])
-            .args(["--logger", "zap", "--log-outputs", "stderr"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .args(["--logger", "zap", "--log-outputs", "stderr"]);
         if let Some(tls) = tls {
             cmd.arg("--cert-file")
                 .arg(&tls.cert)
@@ -120,12 +120,43 @@ impl Etcd {
                 .arg(&tls.ca)
                 .arg("--client-cert-auth");
         }
-        let mut child = cmd.spawn()?;
+        let command = cmd.get_args().map(ToOwned::to_owned).collect();
+        let mut etcd = Self {
+            child: None,
+            url,
+            dir,
+            command,
+        };
+        etcd.restart()?;
+        Ok(etcd)
+    }
+
+    /// Kills etcd (SIGKILL), keeping its data for [`Etcd::restart`].
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts etcd again on the same ports and data (after [`Etcd::kill`]); returns once it
+    /// serves clients.
+    ///
+    /// # Errors
+    /// As [`Etcd::start`].
+    pub fn restart(&mut self) -> io::Result<()> {
+        self.kill();
+        let mut child = Command::new("etcd")
+            .args(&self.command)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()?;
         let stderr = child
             .stderr
             .take()
             .ok_or_else(|| io::Error::other("no stderr"))?;
-        let etcd = Self { child, url, dir };
+        self.child = Some(child);
         let (ready_tx, ready) = mpsc::sync_channel(1);
         // Reads the log to its end (so etcd never blocks on a full pipe), saying when it is
         // ready; the thread ends when etcd does.
@@ -152,7 +183,7 @@ impl Etcd {
             }
         });
         match ready.recv_timeout(READY_TIMEOUT) {
-            Ok(Ok(())) => Ok(etcd),
+            Ok(Ok(())) => Ok(()),
             Ok(Err(log)) => Err(io::Error::other(format!("etcd exited:\n{log}"))),
             Err(_) => Err(io::Error::other("etcd was not ready in time")),
         }
@@ -171,8 +202,7 @@ impl Etcd {
 
 impl Drop for Etcd {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -274,3 +274,61 @@ async fn a_clean_shutdown_revokes_the_lease_so_the_keys_are_gone_at_once() {
     assert_eq!(get(&mut etcd_client, &host_key(&id)).await.0, None);
     assert_eq!(get(&mut etcd_client, &owner_key(&id)).await.0, None);
 }
+
+/// Reads the host's log until a line contains `text`.
+async fn logged(host: &mut HostProcess, text: &str) {
+    let log = host.log.as_mut().unwrap();
+    guard(text, async {
+        while let Some(line) = log.next_line().await.unwrap() {
+            if line.contains(text) {
+                return;
+            }
+        }
+        panic!("the host's log ended before {text:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_cannot_renew_stops_taking_new_work_and_resumes_when_etcd_is_back() {
+    let Some(mut etcd) = Etcd::start_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sock = format!("unix://{}", dir.path().join("sock").display());
+    let sessions = dir.path().join("sessions").display().to_string();
+    let mut host = Box::pin(HostProcess::start_logged(
+        &[
+            "--listen",
+            &sock,
+            "--sessions-dir",
+            &sessions,
+            "--cluster",
+            etcd.url(),
+            "--cluster-lease-secs",
+            "3",
+        ],
+        "warn,baton_host::cluster=info",
+    ))
+    .await;
+    let id = common::create(&host.url, "open-before").await;
+
+    etcd.kill();
+    logged(&mut host, "taking no new connections or sessions").await;
+    let (status, _, err) = common::cli(&host.url, &["sessions"]).await;
+    assert!(
+        !status.success(),
+        "a new connection is refused while paused"
+    );
+    assert!(err.contains("not taking new work"), "{err}");
+
+    tokio::task::block_in_place(|| etcd.restart()).unwrap();
+    logged(&mut host, "taking new work again").await;
+    let (status, out, err) = common::cli(&host.url, &["sessions"]).await;
+    assert!(status.success(), "{err}");
+    assert!(out.contains(&id[..8]), "{out}");
+    let mut etcd_client = client(&etcd).await;
+    let (value, _) = get(&mut etcd_client, &owner_key(&id_of(&host))).await;
+    assert!(value.is_some(), "the lease survived etcd's restart");
+    assert!(host.terminate().await.success());
+}
