@@ -332,3 +332,68 @@ async fn a_host_that_cannot_renew_stops_taking_new_work_and_resumes_when_etcd_is
     assert!(value.is_some(), "the lease survived etcd's restart");
     assert!(host.terminate().await.success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_joins_an_etcd_that_requires_client_certificates_and_one_without_is_refused() {
+    let pki = tempfile::tempdir().unwrap();
+    let out = pki.path().join("pki");
+    let out_arg = out.display().to_string();
+    let (status, _, err) = run(
+        "certs",
+        Command::new(HOST).args(["certs", "--out", &out_arg]),
+    )
+    .await;
+    assert!(status.success(), "{err}");
+    let tls = baton_testkit::etcd::EtcdTls {
+        cert: out.join("server.pem"),
+        key: out.join("server.key"),
+        ca: out.join("ca.pem"),
+    };
+    let Some(etcd) = Etcd::start_or_skip_with(Some(&tls)) else {
+        return;
+    };
+    assert!(etcd.url().starts_with("https://127.0.0.1:"));
+    let path = |name: &str| out.join(name).display().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let host = serve(
+        dir.path(),
+        &etcd,
+        &[
+            "--cluster-ca",
+            &path("ca.pem"),
+            "--cluster-cert",
+            &path("client.pem"),
+            "--cluster-key",
+            &path("client.key"),
+        ],
+    )
+    .await;
+
+    // Without a client certificate etcd refuses the handshake: one line, exit 1.
+    let other = tempfile::tempdir().unwrap();
+    let sock = format!("unix://{}", other.path().join("sock").display());
+    let sessions = other.path().join("sessions").display().to_string();
+    let (status, out, err) = run(
+        "host without a client certificate",
+        Command::new(HOST).env("RUST_LOG", "off").args([
+            "serve",
+            "--listen",
+            &sock,
+            "--sessions-dir",
+            &sessions,
+            "--cluster",
+            etcd.url(),
+            "--cluster-ca",
+            &path("ca.pem"),
+        ]),
+    )
+    .await;
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("cannot reach etcd at {}", etcd.url())),
+        "{err}"
+    );
+    assert!(host.terminate().await.success());
+}
