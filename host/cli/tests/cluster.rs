@@ -397,3 +397,50 @@ async fn a_host_joins_an_etcd_that_requires_client_certificates_and_one_without_
     );
     assert!(host.terminate().await.success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_whose_lease_is_revoked_under_it_stops_with_one_line_and_exit_1() {
+    let Some(etcd) = Etcd::start_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sock = format!("unix://{}", dir.path().join("sock").display());
+    let sessions = dir.path().join("sessions").display().to_string();
+    let mut host = Box::pin(HostProcess::start_logged(
+        &[
+            "--listen",
+            &sock,
+            "--sessions-dir",
+            &sessions,
+            "--cluster",
+            etcd.url(),
+            "--cluster-lease-secs",
+            "3",
+        ],
+        "off",
+    ))
+    .await;
+    let id = id_of(&host);
+    let mut etcd_client = client(&etcd).await;
+    let response = guard("etcd get", Box::pin(etcd_client.get(owner_key(&id), None)))
+        .await
+        .unwrap();
+    let lease = response.kvs()[0].lease();
+    // Another party (an operator, an expiry during a partition) takes the lease away.
+    guard("revoke", Box::pin(etcd_client.lease_revoke(lease)))
+        .await
+        .unwrap();
+
+    let status = guard("host exit", host.child.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(1));
+    let mut lines = Vec::new();
+    let log = host.log.as_mut().unwrap();
+    while let Some(line) = guard("host log", log.next_line()).await.unwrap() {
+        lines.push(line);
+    }
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains(&format!("the fleet lease of server id {id} is gone")),
+        "{lines:?}"
+    );
+}
