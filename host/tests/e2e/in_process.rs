@@ -637,3 +637,44 @@ async fn a_turn_outlives_the_client_that_prompted_it() {
     second.close().await;
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_host_refuses_new_connections_and_creates_but_serves_what_is_open() {
+    let h = Harness::start().await;
+    let client = h.client().await;
+    let id = h.create(&client, "{}").await;
+
+    // What the fleet's lease does when it cannot be renewed (docs/cluster.md).
+    h.host.pause_new_work();
+    let refused = crate::common::try_create(&client, vec![v("{}")])
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Some("busy"), "{refused}");
+    assert!(
+        refused.to_string().contains("not taking new work"),
+        "{refused}"
+    );
+    let hello = guard(
+        "connect while paused",
+        baton_client::Client::connect(baton_client::ClientConfig::new(
+            baton_client::Endpoint::Unix(h.socket.clone()),
+        )),
+    )
+    .await;
+    let Err(error) = hello else {
+        panic!("a new connection is refused while paused");
+    };
+    assert!(error.to_string().contains("not taking new work"), "{error}");
+    // The connection already open goes on with the session already there.
+    let session = guard("attach while paused", client.attach(&id))
+        .await
+        .unwrap();
+    drop(session);
+
+    h.host.resume_new_work();
+    let again = h.client().await;
+    h.create(&again, "{}").await;
+    again.close().await;
+    client.close().await;
+    h.stop().await;
+}
