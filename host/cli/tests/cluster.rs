@@ -213,6 +213,9 @@ async fn a_second_host_on_the_same_server_id_is_refused_with_one_line_naming_the
         );
     }
 
+    // Refused before the directory was opened: the copy was never locked.
+    assert!(!copy.path().join("sessions/.lock").exists());
+
     // The first is untouched: still the owner, still serving.
     let mut etcd_client = client(&etcd).await;
     let (value, _) = get(&mut etcd_client, &owner_key(&id_of(&first))).await;
