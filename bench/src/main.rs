@@ -22,7 +22,10 @@
 //! counting windows is announced on stderr (`window: … (child pid …)`) for `perf record`.
 //!
 //! `BENCH_WORKLOADS=loaded` runs only the latency-under-load figure (sequential round trips
-//! while 1,000 other connections of the same implementation are busy; 10 in `--quick`).
+//! while 1,000 other connections of the same implementation are busy; 10 in `--quick`), with
+//! the measured caller's time split into its request and answer legs beside the crowd's own
+//! round trips; `BENCH_LOADED_CALLER=worker` moves that caller from the harness's `block_on`
+//! thread into a runtime task (a diagnostic, not the figure).
 //! `--instructions unary|fanout IMP N` does a fixed amount of work on one thread and exits,
 //! for `bench/instructions` (callgrind), since this machine has no hardware counters for the
 //! report's instruction rows. Build with `--features alloc-mimalloc` or `alloc-jemalloc` to
@@ -289,6 +292,11 @@ async fn run(plan: Plan) -> Result<(), Box<dyn Error>> {
             push(&mut s, "loaded p99", imp, res.p99);
             push(&mut s, "loaded busy rps", imp, res.busy_rps);
             push(&mut s, "loaded samples", imp, res.samples as f64);
+            push(&mut s, "loaded up p50", imp, res.up_p50);
+            push(&mut s, "loaded down p50", imp, res.down_p50);
+            push(&mut s, "loaded crowd p50", imp, res.crowd_p50);
+            push(&mut s, "loaded crowd p99", imp, res.crowd_p99);
+            push(&mut s, "loaded queue", imp, res.queue_p50);
         }
     }
 
@@ -566,6 +574,11 @@ async fn run(plan: Plan) -> Result<(), Box<dyn Error>> {
             ("loaded p99", "sequential p99 µs under load"),
             ("loaded busy rps", "req/s of the busy connections"),
             ("loaded samples", "round trips timed"),
+            ("loaded up p50", "of which the request leg p50 µs (call → echo handler)"),
+            ("loaded down p50", "and the answer leg p50 µs (echo handler → call returns)"),
+            ("loaded crowd p50", "busy connections' round trip p50 µs"),
+            ("loaded crowd p99", "busy connections' round trip p99 µs"),
+            ("loaded queue", "runtime global queue depth p50 (tasks)"),
         ] {
             println!(
                 "| {label} | {} | {} | {} |",

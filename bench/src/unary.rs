@@ -45,6 +45,7 @@ struct EchoServer;
 
 impl Echo for EchoServer {
     async fn echo(self, _: tarpc::context::Context, payload: Vec<u8>) -> Vec<u8> {
+        crate::loaded::seen(&payload);
         payload
     }
 }

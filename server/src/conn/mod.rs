@@ -6,7 +6,10 @@
 //!   no read buffer, and reads in chunks that grow only while reads keep filling them
 //!   ([`read`]), so an idle connection costs no read memory. It stops reading while the handshake is pending
 //!   (what arrived with the hello is queued in order), so a peer cannot queue unbounded
-//!   input behind a slow host.
+//!   input behind a slow host. Each message handled takes a unit of tokio's cooperative
+//!   budget, so a connection whose input keeps coming yields after about a budget's worth of
+//!   answers per turn instead of holding its worker for the whole burst
+//!   ([`read::spend_budget`]).
 //! * The writer takes frames from the state in order and writes them; it is woken by a
 //!   [`Notify`](tokio::sync::Notify). Before it waits it flushes the stream if it wrote since
 //!   the last flush (TLS and adopted transports such as a WebSocket buffer; Unix and TCP
@@ -274,11 +277,12 @@ async fn run<H: ServerHost>(
                     break;
                 }
                 Ok(_) => {
-                    let _hold = shared.hold_wakes();
+                    let hold = shared.hold_wakes();
                     // The batch's requests are counted by the server's request tracker from
                     // before they are dispatched until each is answered or has its own
                     // task's token: a drain that starts meanwhile waits for them.
-                    let _counted = server.requests.token();
+                    let counted = server.requests.token();
+                    let mut handled = 0;
                     // Every message the read completed, before reading again (a chunk whose
                     // frames are not all good yields none of them, and the error).
                     loop {
@@ -290,6 +294,7 @@ async fn run<H: ServerHost>(
                                 break;
                             }
                         };
+                        handled += 1;
                         match shared.with(|s| s.handle_message(m)) {
                             Step::Nothing => {}
                             Step::Attach => {
@@ -306,6 +311,11 @@ async fn run<H: ServerHost>(
                     // Kept through a batch only: an idle connection holds no future's memory.
                     first_poll.release();
                     write_inline(&shared, &parked);
+                    drop(counted);
+                    drop(hold);
+                    // Answered and written: now the turn pays for the batch, and yields if it
+                    // has spent its share ([`read::spend_budget`]).
+                    read::spend_budget(handled).await;
                 }
                 Err(error) => {
                     tracing::debug!(%error, "read failed");

@@ -58,6 +58,24 @@ impl ReadSize {
     }
 }
 
+/// Takes one unit of tokio's cooperative budget for each of `messages` handled, yielding
+/// to the runtime whenever the budget of this turn is spent.
+///
+/// A Unix or TCP read that finds bytes waiting (`try_read_buf`) takes no budget, so without
+/// this a connection whose peer keeps its input coming (a pipelining client, a burst queued
+/// in the socket) would read, answer and read again without ever returning to the runtime,
+/// and every other connection ready on that worker would wait for the whole burst. With it a
+/// turn answers about a budget's worth (tokio's, 128 units per task poll) and the
+/// connection goes to the back of the run queue, as a task reading through tokio's own
+/// `poll_read` would. A batch larger than what is left pays in several turns, so the share
+/// of the worker a connection gets follows the messages it sends, not the bytes one read
+/// returns.
+pub(crate) async fn spend_budget(messages: usize) {
+    for _ in 0..messages {
+        tokio::task::coop::consume_budget().await;
+    }
+}
+
 /// Reads what the peer sent into the decoder's buffer; returns the byte count (0 at end of
 /// stream). Cancel-safe: bytes are only ever taken from the socket by a synchronous
 /// `try_read_buf` (or by `read_buf`, itself cancel-safe, for TLS).

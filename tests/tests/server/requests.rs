@@ -340,3 +340,68 @@ async fn disconnect_cancels_active_requests() {
         .await;
     guard("close", s.server.close()).await.unwrap();
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_connection_with_a_huge_read_batch_cannot_starve_another_connection() {
+    // One thread runs the server and both peers, so the order in which the host sees the
+    // calls is the order in which the server's connections got their turns. The lone peer
+    // sends its one call only once the host has seen the first of the busy peer's burst,
+    // which is by then all in the busy connection's socket: had that connection's reader
+    // answered the whole burst in its turn (reads of bytes already waiting take no budget),
+    // neither this task nor the lone connection would run before its last answer.
+    const BURST: usize = 600;
+    let small = |i: usize| i32::try_from(i).expect("a small index");
+    let s = TestServer::unix(TestHost::new(&[]), config()).await;
+    let mut busy = s.ready_peer().await;
+    let mut lone = s.ready_peer().await;
+    let mut burst = Vec::new();
+    let mut last = None;
+    for i in 0..BURST {
+        let rid = busy.next_id();
+        burst.extend(RawPeer::frame(&ClientMessage::Request(Request {
+            id: rid.clone(),
+            target: busy.server_target(),
+            call: call("test", "echo", vec![Value::from(small(i))]),
+        })));
+        last = Some(rid);
+    }
+    busy.send_bytes(&burst).await;
+    s.host
+        .until("the burst is being answered", |i| {
+            i.events.iter().any(|e| e == "call test.echo")
+        })
+        .await;
+    let rid = lone
+        .request(lone.server_target(), call("test", "void", vec![]))
+        .await;
+    assert_eq!(lone.expect_response(&rid).await, Outcome::Void);
+
+    let calls: Vec<String> = s
+        .host
+        .lock()
+        .events
+        .iter()
+        .filter(|e| e.starts_with("call test."))
+        .cloned()
+        .collect();
+    let lone_at = calls
+        .iter()
+        .position(|e| e == "call test.void")
+        .expect("the lone call reached the host");
+    assert!(
+        lone_at < BURST,
+        "the lone call waited for the whole burst: answered after {lone_at} of {BURST}"
+    );
+    // The burst is still answered in full, in order.
+    let last = last.expect("a burst");
+    for i in 0..BURST {
+        let m = busy.recv().await;
+        let ServerMessage::Response(r) = m else {
+            panic!("expected a response, got {m:?}");
+        };
+        assert_eq!(r.outcome, Outcome::Value(Value::from(small(i))));
+        if i + 1 == BURST {
+            assert_eq!(r.id, last);
+        }
+    }
+}
