@@ -138,6 +138,11 @@ impl OpDecoder {
         Self::default()
     }
 
+    /// The path defined for `id`, if any.
+    pub(crate) fn path(&self, id: u64) -> Option<&Path> {
+        self.paths.get(&id)
+    }
+
     /// Decodes one batch, validating each wire op as it goes.
     ///
     /// # Errors

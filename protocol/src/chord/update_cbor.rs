@@ -52,6 +52,71 @@ pub(crate) fn parse_state_update<'a>(
     })
 }
 
+/// A singleton `state` update whose every op is an `a`, `t` or `d` that [`read_op`] reads in
+/// place: the update the client applies straight from its bytes. Nothing is kept of the ops
+/// but where they start; [`ops`](Self::ops) reads them again, so nothing is allocated (but an
+/// inline path, which a stream interns on its second use).
+pub(crate) struct LeafUpdate<'a> {
+    pub(crate) member: &'a str,
+    pub(crate) sequence: u64,
+    ops: Reader<'a, 'static>,
+    len: usize,
+}
+
+impl<'a> LeafUpdate<'a> {
+    /// The ops, read from the bytes again: each reads as it did in [`read_leaf_update`].
+    pub(crate) fn ops(&self) -> impl Iterator<Item = WireOp<'a>> {
+        let mut r = self.ops.clone();
+        (0..self.len).map_while(move |_| read_op(&mut r))
+    }
+}
+
+/// Reads `bytes` as a [`LeafUpdate`]. `None` means "not this shape (or not valid)": use
+/// [`parse_state_update`] or the general path, which read everything this accepts the same
+/// way (the same [`read_op`]) and judge everything else.
+pub(crate) fn read_leaf_update(bytes: &[u8]) -> Option<LeafUpdate<'_>> {
+    let mut r = Reader::new(bytes, &VALIDATED).ok()?;
+    if r.map_len(0).ok()? != Some(4) {
+        return None;
+    }
+    let (mut ty, mut member, mut sequence, mut ops) = (false, None, None, None);
+    for _ in 0..4 {
+        match r.key(1).ok()? {
+            "type" if !ty => {
+                if r.text_or_skip(1).ok()?? != "state" {
+                    return None;
+                }
+                ty = true;
+            }
+            "member" if member.is_none() => {
+                member = Some(r.text_or_skip(1).ok()??).filter(|m| !m.is_empty());
+                member?;
+            }
+            "sequence" if sequence.is_none() => {
+                sequence = Some(r.unsigned(1).ok()??).filter(|s| *s >= 1);
+                sequence?;
+            }
+            "ops" if ops.is_none() => {
+                let len = r.array_len(1).ok()??;
+                let start = r.clone();
+                for _ in 0..len {
+                    read_op(&mut r)?;
+                }
+                ops = Some((start, len));
+            }
+            _ => return None,
+        }
+    }
+    r.finish().ok()?;
+    let (ops, len) = ops?;
+    Some(LeafUpdate {
+        member: member?,
+        sequence: sequence?,
+        ops,
+        len,
+    })
+}
+
 /// The update's fields; ops that are not read in place are pushed to `arena`.
 fn read_state<'a>(
     bytes: &'a [u8],
