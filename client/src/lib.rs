@@ -93,7 +93,9 @@ pub use config::{
     DEFAULT_TCP_KEEPALIVE_INTERVAL, DEFAULT_TCP_KEEPALIVE_RETRIES, DEFAULT_TCP_KEEPALIVE_TIME,
     DEFAULT_WRITE_BACKLOG, KeepaliveConfig, ReconnectPolicy,
 };
-pub use conn::{EndReason, SESSION_MANAGEMENT_SERVICE, SubscriptionEvent, UpdateBatch, Updates};
+pub use conn::{
+    Encodings, EndReason, SESSION_MANAGEMENT_SERVICE, SubscriptionEvent, UpdateBatch, Updates,
+};
 pub use endpoint::{Endpoint, EndpointError};
 pub use error::{ConnectError, RequestError};
 pub use reply::Reply;

@@ -3,36 +3,36 @@
 
 use std::fmt;
 
-use baton_protocol::chord::{ProviderUpdate, StateDecoder};
-use bytes::Bytes;
-
 use super::decode::decode_update;
+use baton_protocol::chord::{ProviderUpdate, StateDecoder};
 
 /// The provider updates one read from the connection brought for one subscription, in
 /// order, every one already applied to the replica
 /// ([`Subscription::state`](crate::Subscription::state)): the payload of
 /// [`SubscriptionEvent::Updates`](crate::SubscriptionEvent::Updates).
 ///
-/// A batch keeps each update as it came off the wire, its CBOR bytes (a refcounted slice of
-/// the connection's read buffer, not a copy), with the sequence of each `state` update, and
-/// the subscription's decoder as it was before the first one (shared, not copied, until the
-/// live decoder next changes its path dictionaries). So counting updates or following
-/// sequences ([`len`](Self::len), [`sequences`](Self::sequences),
+/// A batch keeps each update as it came off the wire, its CBOR bytes (copied into one buffer
+/// per batch: slices would keep the connection's whole read buffer alive while the batch is
+/// queued, and make every read allocate a fresh one), with the sequence of each `state`
+/// update, and the subscription's decoder as it was before the first one (shared, not
+/// copied, until the live decoder next changes its path dictionaries). So counting updates
+/// or following sequences ([`len`](Self::len), [`sequences`](Self::sequences),
 /// [`last_sequence`](Self::last_sequence)) costs no decoding at all, and only a consumer
 /// that wants the updates themselves ([`iter`](Self::iter)) pays for decoding them, again
 /// from that decoder state, with the very result the replica was given.
-///
-/// While a batch is queued it keeps alive the read buffer its bytes were sliced from
-/// (64 KiB reads; the subscription's event queue is bounded in events, so in batches).
 #[derive(Clone)]
 pub struct UpdateBatch {
     base: StateDecoder,
+    /// Every update's bytes, back to back.
+    bytes: Vec<u8>,
     updates: Vec<Encoded>,
 }
 
-#[derive(Clone)]
+/// One update of a batch: where its bytes end in [`UpdateBatch::bytes`] (they start where
+/// the previous one's end), and its sequence if it is a `state` update.
+#[derive(Clone, Copy)]
 struct Encoded {
-    bytes: Bytes,
+    end: usize,
     sequence: Option<u64>,
 }
 
@@ -50,13 +50,18 @@ impl UpdateBatch {
     pub(crate) fn new(base: StateDecoder) -> Self {
         Self {
             base,
+            bytes: Vec::new(),
             updates: Vec::new(),
         }
     }
 
     /// Adds the next update, applied from `bytes` (`sequence` if it was a `state` update).
-    pub(crate) fn push(&mut self, bytes: Bytes, sequence: Option<u64>) {
-        self.updates.push(Encoded { bytes, sequence });
+    pub(crate) fn push(&mut self, bytes: &[u8], sequence: Option<u64>) {
+        self.bytes.extend_from_slice(bytes);
+        self.updates.push(Encoded {
+            end: self.bytes.len(),
+            sequence,
+        });
     }
 
     /// How many updates the batch holds (at least one in an event).
@@ -82,8 +87,12 @@ impl UpdateBatch {
 
     /// Each update's CBOR bytes as the server sent them (the wire form: path ids and short
     /// forms, only meaningful to the subscription's decoder).
-    pub fn encoded(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
-        self.updates.iter().map(|update| &update.bytes[..])
+    pub fn encoded(&self) -> Encodings<'_> {
+        Encodings {
+            bytes: &self.bytes,
+            start: 0,
+            rest: self.updates.iter(),
+        }
     }
 
     /// The updates, decoded one by one as the iterator is advanced (what the replica was
@@ -91,10 +100,43 @@ impl UpdateBatch {
     pub fn iter(&self) -> Updates<'_> {
         Updates {
             decoder: self.base.clone(),
-            rest: self.updates.iter(),
+            encoded: self.encoded(),
         }
     }
 }
+
+/// The CBOR bytes of each update of an [`UpdateBatch`] ([`UpdateBatch::encoded`]).
+#[derive(Clone)]
+pub struct Encodings<'a> {
+    bytes: &'a [u8],
+    start: usize,
+    rest: std::slice::Iter<'a, Encoded>,
+}
+
+impl fmt::Debug for Encodings<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Encodings")
+            .field("left", &self.rest.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Iterator for Encodings<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let Encoded { end, .. } = *self.rest.next()?;
+        let bytes = self.bytes.get(self.start..end).unwrap_or_default();
+        self.start = end;
+        Some(bytes)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.rest.size_hint()
+    }
+}
+
+impl ExactSizeIterator for Encodings<'_> {}
 
 impl<'a> IntoIterator for &'a UpdateBatch {
     type Item = ProviderUpdate;
@@ -108,13 +150,13 @@ impl<'a> IntoIterator for &'a UpdateBatch {
 /// The decoded updates of an [`UpdateBatch`] ([`UpdateBatch::iter`]).
 pub struct Updates<'a> {
     decoder: StateDecoder,
-    rest: std::slice::Iter<'a, Encoded>,
+    encoded: Encodings<'a>,
 }
 
 impl fmt::Debug for Updates<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Updates")
-            .field("left", &self.rest.len())
+            .field("left", &self.encoded.len())
             .finish_non_exhaustive()
     }
 }
@@ -123,20 +165,20 @@ impl Iterator for Updates<'_> {
     type Item = ProviderUpdate;
 
     fn next(&mut self) -> Option<ProviderUpdate> {
-        let update = self.rest.next()?;
+        let bytes = self.encoded.next()?;
         // The same bytes from the same decoder state decoded once already, when the update
         // was applied; a failure here would be a bug in the decoder, not in the input.
-        match decode_update(&mut self.decoder, &update.bytes) {
+        match decode_update(&mut self.decoder, bytes) {
             Ok(decoded) => Some(decoded),
             Err(e) => {
                 debug_assert!(false, "an applied update failed to decode again: {e}");
-                self.rest = [].iter();
+                self.encoded.rest = [].iter();
                 None
             }
         }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (0, Some(self.rest.len()))
+        (0, Some(self.encoded.len()))
     }
 }

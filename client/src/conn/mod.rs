@@ -79,7 +79,7 @@ use crate::error::{ConnectError, RequestError};
 use crate::reply::Reply;
 use crate::status::{CloseReason, ReconnectRefusal, Status};
 
-pub use self::batch::{UpdateBatch, Updates};
+pub use self::batch::{Encodings, UpdateBatch, Updates};
 pub(crate) use self::command::{Command, Subscribe, TargetSpec, UserRequest};
 pub(crate) use self::event::{Answer, Event, SubscriptionChange};
 pub use self::event::{EndReason, SubscriptionEvent};

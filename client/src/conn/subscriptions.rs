@@ -297,10 +297,10 @@ impl Subscriptions {
                 match outcome {
                     Ok(sequence) => {
                         match (batch, base) {
-                            (Some(batch), _) => batch.push(update, sequence),
+                            (Some(batch), _) => batch.push(&update, sequence),
                             (None, base) => {
                                 let mut batch = UpdateBatch::new(base.unwrap_or_default());
-                                batch.push(update, sequence);
+                                batch.push(&update, sequence);
                                 emit_event(out, key, SubscriptionEvent::Updates(batch));
                             }
                         }
@@ -532,7 +532,7 @@ fn install(
     for raw in early {
         let sequence = apply_update(&mut decoder, &raw, Some(&mut replica))
             .map_err(UpdateRefused::into_inner)?;
-        batch.push(raw, sequence);
+        batch.push(&raw, sequence);
     }
     Ok((decoder, replica, Some(batch)))
 }

@@ -60,6 +60,11 @@ fn updates_read_together_are_applied_and_queued_as_one_batch_and_the_readers_wak
         [Some(1), Some(2), Some(3)]
     );
     assert_eq!(updates.last_sequence(), Some(3));
+    assert_eq!(updates.encoded().len(), 3);
+    assert!(
+        updates.encoded().all(|bytes| bytes.first() == Some(&0xa4)),
+        "each update's own bytes, a four-key map"
+    );
     // Decoded on demand, from the decoder state before the batch: what the replica got.
     let decoded: Vec<ProviderUpdate> = updates.iter().collect();
     assert_eq!(decoded.len(), 3);
