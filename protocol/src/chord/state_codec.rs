@@ -23,19 +23,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::chord::address::InstanceAddress;
-use crate::chord::apply::{LeafOp, apply_leaf};
 use crate::chord::delta_codec::{OpDecoder, OpEncoder};
 use crate::chord::error::{ChordError, UpdateRefused};
 use crate::chord::op::Op;
-use crate::chord::path::{Path, PathSegment, unresolvable};
 use crate::chord::raw::{
     RawInstance, RawMember, RawSubscription, RawUpdate, Wire, parse_subscription, parse_update,
 };
 use crate::chord::replica::Replica;
 use crate::chord::snapshot::{InstanceSnapshot, SubscriptionSnapshot};
 use crate::chord::update::{ProviderUpdate, state_update_value};
-use crate::chord::update_cbor::{LeafUpdate, parse_state_update, read_leaf_update};
-use crate::chord::wire_op::{Ref, WireOp};
+use crate::chord::update_cbor::{parse_state_update, read_leaf_update};
+use crate::chord::wire_op::WireOp;
 use crate::limits::VALIDATED;
 use crate::value::Value;
 
@@ -371,9 +369,9 @@ impl StateDecoder {
     /// decoder state and the same replica afterwards, but the common update (a singleton
     /// `state` batch of `a`/`t`/`d` ops, a streamed reply) goes from the bytes into the
     /// replica's value with no decoded update, op, path or text in between: its ops are
-    /// checked against the dictionary first (so a refusal leaves the replica as it was, as
-    /// decoding first does), then read again and applied in place. Anything else takes the
-    /// two steps.
+    /// read and resolved against the dictionary first (so a refusal leaves the replica as it
+    /// was, as decoding first does), then applied in place. Anything else takes the two
+    /// steps.
     ///
     /// Returns the update's sequence if it is a `state` update (applied or, as the replica's
     /// rules say, ignored).
@@ -386,13 +384,11 @@ impl StateDecoder {
         bytes: &[u8],
         replica: &mut Replica,
     ) -> Result<Option<u64>, UpdateRefused> {
-        if let Some(update) = read_leaf_update(bytes)
-            && let Some(codec) = self.codecs.get(&None, update.member)
-            && resolves(codec, &update)
-        {
-            let ops = |value: &mut Value| apply_leaves(codec, &update, value);
+        if let Some(update) = read_leaf_update(bytes, |member| self.codecs.get(&None, member)) {
             replica
-                .apply_state_with(None, update.member, update.sequence, ops)
+                .apply_state_with(None, update.member, update.sequence, |value: &mut Value| {
+                    update.apply_to(value)
+                })
                 .map_err(UpdateRefused::Apply)?;
             return Ok(Some(update.sequence));
         }
@@ -406,77 +402,6 @@ impl StateDecoder {
         replica.apply_update(update).map_err(UpdateRefused::Apply)?;
         Ok(sequence)
     }
-}
-
-/// A leaf op's path, resolved as [`OpDecoder`] resolves it: the dictionary's, or its own.
-enum Resolved<'d> {
-    Interned(&'d [PathSegment]),
-    Inline(Path),
-}
-
-impl Resolved<'_> {
-    fn path(&self) -> &[PathSegment] {
-        match self {
-            Self::Interned(path) => path,
-            Self::Inline(path) => path,
-        }
-    }
-}
-
-/// Resolves `at` as `OpDecoder::decode_op` does for `a`/`t`/`d` (the previous path is the
-/// last one an op of the batch resolved to); `None` where decoding would fail.
-fn resolve<'d>(
-    codec: &'d OpDecoder,
-    at: Ref,
-    previous: Option<Resolved<'d>>,
-) -> Option<Resolved<'d>> {
-    let path = match at {
-        Ref::Previous => previous?,
-        Ref::Id(id) => Resolved::Interned(codec.path(id)?),
-        Ref::Inline(path) => Resolved::Inline(path),
-    };
-    (!path.path().is_empty()).then_some(path)
-}
-
-/// The operands of a leaf wire op.
-fn leaf(op: WireOp<'_>) -> Option<(Ref, LeafOp<'_>)> {
-    match op {
-        WireOp::Append { at, text } => Some((at, LeafOp::Append(text))),
-        WireOp::Truncate { at, count } => Some((at, LeafOp::Truncate(count))),
-        WireOp::Delete { at } => Some((at, LeafOp::Delete)),
-        _ => None,
-    }
-}
-
-/// Whether every op of `update` resolves (nothing is changed: leaf ops define no path).
-fn resolves(codec: &OpDecoder, update: &LeafUpdate<'_>) -> bool {
-    let mut previous = None;
-    for op in update.ops() {
-        let Some((at, _)) = leaf(op) else {
-            return false;
-        };
-        previous = resolve(codec, at, previous.take());
-        if previous.is_none() {
-            return false;
-        }
-    }
-    true
-}
-
-/// Applies the ops of `update` (checked by [`resolves`]) to `value`, in order.
-fn apply_leaves(
-    codec: &OpDecoder,
-    update: &LeafUpdate<'_>,
-    value: &mut Value,
-) -> Result<(), ChordError> {
-    let mut previous = None;
-    for op in update.ops() {
-        let (at, op) = leaf(op).ok_or_else(|| unresolvable(&[]))?;
-        let path = resolve(codec, at, previous.take()).ok_or_else(|| unresolvable(&[]))?;
-        apply_leaf(value, path.path(), op)?;
-        previous = Some(path);
-    }
-    Ok(())
 }
 
 impl SubscriptionSnapshot {
@@ -787,6 +712,8 @@ mod tests {
             r#"[["a",0," w"],["a","or"],["t",1],["a","ld"]]"#,
             r#"[["a",["list",0],"!"],["t",["list",1],5],["d",["list",1]]]"#,
             r#"[["d",["list",7]]]"#,
+            r#"[["a",["text"],"a"],["a","b"],["a","c"],["t",1],["a","d"],["a",["list",0],"e"]]"#,
+            r#"[["a",["text"],"a"],["a","b"],["a","c"],["t",1],["a","d"],["a",["nope"],"e"]]"#,
             r#"[["a",["missing"],"x"]]"#,
             r#"[["a",["n"],"x"]]"#,
             r#"[["a",9,"x"]]"#,
@@ -850,6 +777,30 @@ mod tests {
             ))),
             "`unavailable` dropped the dictionaries"
         );
+    }
+
+    #[test]
+    fn a_streamed_append_is_read_in_place_and_anything_else_is_left_to_the_general_path() {
+        let mut codec = OpDecoder::new();
+        codec.decode(&[v(r##"["#",0,["text"]]"##)]).unwrap();
+        let bytes = |json: &str| {
+            crate::cbor::to_vec(&v(json), &crate::limits::CborLimits::default()).unwrap()
+        };
+        let append = bytes(r#"{"type":"state","member":"m","sequence":2,"ops":[["a",0,"x"]]}"#);
+        let read = read_leaf_update(&append, |member| (member == "m").then_some(&codec));
+        assert!(read.is_some_and(|u| u.member == "m" && u.sequence == 2));
+        for other in [
+            r#"{"type":"state","member":"m","sequence":2,"ops":[["a",1,"x"]]}"#,
+            r#"{"type":"state","member":"m","sequence":2,"ops":[["s",0,"x"]]}"#,
+            r#"{"type":"state","member":"other","sequence":2,"ops":[["a",0,"x"]]}"#,
+            r#"{"type":"state","ops":[["a",0,"x"]],"member":"m","sequence":2}"#,
+        ] {
+            let bytes = bytes(other);
+            assert!(
+                read_leaf_update(&bytes, |member| (member == "m").then_some(&codec)).is_none(),
+                "{other}"
+            );
+        }
     }
 
     #[test]

@@ -10,7 +10,10 @@
 //! accepts, and never decides an error; the differential tests hold it to the general path.
 
 use crate::cbor::Reader;
-use crate::chord::path::parse_path;
+use crate::chord::apply::{LeafOp, apply_leaf};
+use crate::chord::delta_codec::OpDecoder;
+use crate::chord::error::ChordError;
+use crate::chord::path::{Path, PathSegment, parse_path, unresolvable};
 use crate::chord::wire_op::{Ref, WireOp};
 use crate::limits::VALIDATED;
 use crate::value::Value;
@@ -52,34 +55,107 @@ pub(crate) fn parse_state_update<'a>(
     })
 }
 
+/// Batches of up to this many ops keep their resolved ops from the one read of the bytes;
+/// longer ones read their ops again to apply them (a streamed reply's batch has one or two).
+const FEW: usize = 4;
+
 /// A singleton `state` update whose every op is an `a`, `t` or `d` that [`read_op`] reads in
-/// place: the update the client applies straight from its bytes. Nothing is kept of the ops
-/// but where they start; [`ops`](Self::ops) reads them again, so nothing is allocated (but an
-/// inline path, which a stream interns on its second use).
-pub(crate) struct LeafUpdate<'a> {
+/// place and that resolves against its member's dictionary: the update the client applies
+/// straight from its bytes ([`LeafUpdate::apply_to`]). Nothing is allocated (but an inline
+/// path, which a stream interns on its second use).
+pub(crate) struct LeafUpdate<'a, 'd> {
     pub(crate) member: &'a str,
     pub(crate) sequence: u64,
+    codec: &'d OpDecoder,
+    /// Where the ops start, and how many there are.
     ops: Reader<'a, 'static>,
     len: usize,
+    /// The resolved ops of a batch of at most [`FEW`].
+    few: [Option<(LeafOp<'a>, Resolved<'d>)>; FEW],
 }
 
-impl<'a> LeafUpdate<'a> {
-    /// The ops, read from the bytes again: each reads as it did in [`read_leaf_update`].
-    pub(crate) fn ops(&self) -> impl Iterator<Item = WireOp<'a>> {
+impl LeafUpdate<'_, '_> {
+    /// Applies the ops to `value`, in order, as [`apply`](crate::chord::apply) applies the
+    /// decoded ops (not transactional either).
+    pub(crate) fn apply_to(&self, value: &mut Value) -> Result<(), ChordError> {
+        if self.len <= FEW {
+            for (op, path) in self.few.iter().flatten() {
+                apply_leaf(value, path.path(), *op)?;
+            }
+            return Ok(());
+        }
+        // Read and resolved once already, so neither fails here.
         let mut r = self.ops.clone();
-        (0..self.len).map_while(move |_| read_op(&mut r))
+        let mut previous = None;
+        for _ in 0..self.len {
+            let (at, op) = read_op(&mut r)
+                .and_then(leaf)
+                .ok_or_else(|| unresolvable(&[]))?;
+            let path = resolve(self.codec, at, previous.take()).ok_or_else(|| unresolvable(&[]))?;
+            apply_leaf(value, path.path(), op)?;
+            previous = Some(path);
+        }
+        Ok(())
     }
 }
 
-/// Reads `bytes` as a [`LeafUpdate`]. `None` means "not this shape (or not valid)": use
-/// [`parse_state_update`] or the general path, which read everything this accepts the same
-/// way (the same [`read_op`]) and judge everything else.
-pub(crate) fn read_leaf_update(bytes: &[u8]) -> Option<LeafUpdate<'_>> {
+/// A leaf op's path, resolved as [`OpDecoder`] resolves it: the dictionary's, or its own.
+#[derive(Clone)]
+enum Resolved<'d> {
+    Interned(&'d [PathSegment]),
+    Inline(Path),
+}
+
+impl Resolved<'_> {
+    fn path(&self) -> &[PathSegment] {
+        match self {
+            Self::Interned(path) => path,
+            Self::Inline(path) => path,
+        }
+    }
+}
+
+/// Resolves `at` as `OpDecoder::decode_op` does for `a`/`t`/`d` (the previous path is the
+/// last one an op of the batch resolved to); `None` where decoding would fail.
+fn resolve<'d>(
+    codec: &'d OpDecoder,
+    at: Ref,
+    previous: Option<Resolved<'d>>,
+) -> Option<Resolved<'d>> {
+    let path = match at {
+        Ref::Previous => previous?,
+        Ref::Id(id) => Resolved::Interned(codec.path(id)?),
+        Ref::Inline(path) => Resolved::Inline(path),
+    };
+    (!path.path().is_empty()).then_some(path)
+}
+
+/// The operands of a leaf wire op.
+fn leaf(op: WireOp<'_>) -> Option<(Ref, LeafOp<'_>)> {
+    match op {
+        WireOp::Append { at, text } => Some((at, LeafOp::Append(text))),
+        WireOp::Truncate { at, count } => Some((at, LeafOp::Truncate(count))),
+        WireOp::Delete { at } => Some((at, LeafOp::Delete)),
+        _ => None,
+    }
+}
+
+/// Reads `bytes` as a [`LeafUpdate`] in one pass, resolving each op against the dictionary
+/// `codec_of` gives for the member (which must come before `ops`, as every encoder writes
+/// it). `None` means "not this shape, not valid, or not resolvable": use the general path,
+/// which reads everything this accepts the same way (the same [`read_op`] and resolution
+/// rules, changing nothing: leaf ops define no path) and judges everything else.
+pub(crate) fn read_leaf_update<'a, 'd>(
+    bytes: &'a [u8],
+    codec_of: impl FnOnce(&str) -> Option<&'d OpDecoder>,
+) -> Option<LeafUpdate<'a, 'd>> {
+    let mut codec_of = Some(codec_of);
     let mut r = Reader::new(bytes, &VALIDATED).ok()?;
     if r.map_len(0).ok()? != Some(4) {
         return None;
     }
     let (mut ty, mut member, mut sequence, mut ops) = (false, None, None, None);
+    let mut few: [Option<(LeafOp<'a>, Resolved<'d>)>; FEW] = Default::default();
     for _ in 0..4 {
         match r.key(1).ok()? {
             "type" if !ty => {
@@ -97,23 +173,32 @@ pub(crate) fn read_leaf_update(bytes: &[u8]) -> Option<LeafUpdate<'_>> {
                 sequence?;
             }
             "ops" if ops.is_none() => {
+                let codec = codec_of.take()?(member?)?;
                 let len = r.array_len(1).ok()??;
                 let start = r.clone();
-                for _ in 0..len {
-                    read_op(&mut r)?;
+                let mut previous = None;
+                for i in 0..len {
+                    let (at, op) = leaf(read_op(&mut r)?)?;
+                    let path = resolve(codec, at, previous.take())?;
+                    if let Some(slot) = few.get_mut(i) {
+                        *slot = Some((op, path.clone()));
+                    }
+                    previous = Some(path);
                 }
-                ops = Some((start, len));
+                ops = Some((codec, start, len));
             }
             _ => return None,
         }
     }
     r.finish().ok()?;
-    let (ops, len) = ops?;
+    let (codec, ops, len) = ops?;
     Some(LeafUpdate {
         member: member?,
         sequence: sequence?,
+        codec,
         ops,
         len,
+        few,
     })
 }
 
