@@ -18,6 +18,10 @@ use crate::chord::wire_op::{Ref, WireOp};
 use crate::limits::VALIDATED;
 use crate::value::Value;
 
+/// The keys of a singleton `state` update, matched without a UTF-8 pass (equal bytes are
+/// valid UTF-8; any other key is checked as usual).
+const STATE_KEYS: [&str; 4] = ["type", "member", "sequence", "ops"];
+
 /// A `state` update of the singleton, its ops not yet resolved against the dictionary.
 #[derive(Debug)]
 pub(crate) struct StateUpdate<'a> {
@@ -157,9 +161,9 @@ pub(crate) fn read_leaf_update<'a, 'd>(
     let (mut ty, mut member, mut sequence, mut ops) = (false, None, None, None);
     let mut few: [Option<(LeafOp<'a>, Resolved<'d>)>; FEW] = Default::default();
     for _ in 0..4 {
-        match r.key(1).ok()? {
+        match r.key_among(1, &STATE_KEYS).ok()? {
             "type" if !ty => {
-                if r.text_or_skip(1).ok()?? != "state" {
+                if r.text_or_skip_among(1, &["state"]).ok()?? != "state" {
                     return None;
                 }
                 ty = true;
@@ -214,9 +218,9 @@ fn read_state<'a>(
     }
     let (mut ty, mut member, mut sequence, mut ops) = (false, None, None, None);
     for _ in 0..4 {
-        match r.key(1).ok()? {
+        match r.key_among(1, &STATE_KEYS).ok()? {
             "type" if !ty => {
-                if r.text_or_skip(1).ok()?? != "state" {
+                if r.text_or_skip_among(1, &["state"]).ok()?? != "state" {
                     return None;
                 }
                 ty = true;
@@ -260,7 +264,7 @@ fn read_ops<'a>(r: &mut Reader<'a, '_>, arena: &mut Vec<Value>) -> Option<Vec<Sl
 /// `a`, `t` and `d` in their full (path id or inline path) and short forms.
 fn read_op<'a>(r: &mut Reader<'a, '_>) -> Option<WireOp<'a>> {
     let arity = r.array_len(2).ok()??;
-    let verb = r.text_or_skip(3).ok()??;
+    let verb = r.text_or_skip_among(3, &["a", "t", "d"]).ok()??;
     match (verb, arity) {
         ("a", 3) => {
             let at = reference(r)?;
