@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use baton_client::{Client, ClientConfig, Endpoint, SubscriptionEvent};
-use baton_protocol::chord::{ProviderUpdate, ServiceMode};
+use baton_protocol::chord::ServiceMode;
 use bytes::{Bytes, BytesMut};
 use jsonrpsee::core::client::SubscriptionClientT;
 use jsonrpsee::core::params::ArrayParams;
@@ -86,8 +86,9 @@ pub async fn count_deliveries(
     let watch = sub.watch();
     while let Some(ev) = sub.next_event().await {
         match ev {
-            SubscriptionEvent::Update(u) => {
-                if let ProviderUpdate::State { sequence, .. } = *u {
+            SubscriptionEvent::Updates(batch) => {
+                // Counted without decoding, as a consumer that only follows sequences does.
+                if let Some(sequence) = batch.last_sequence() {
                     seen.store(sequence, Ordering::Relaxed);
                 }
             }

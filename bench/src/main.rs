@@ -845,7 +845,7 @@ fn print_rebuild(rb: Measured<&rebuild::RebuildResult>) {
         ops(|r| r.frame_ops_per_sec)
     );
     println!(
-        "| frame → `decode_server_frame` → `decode_update_cbor` → `apply_update_ref` (the client's path) | {} | info | |",
+        "| frame → `decode_server_frame` → `apply_update_cbor` (the client's path: applied from the bytes) | {} | info | |",
         rb.show(|r| format!(
             "{} ops/s ({} the `Value` path)",
             fmt_num(r.client_ops_per_sec),

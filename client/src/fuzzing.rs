@@ -10,7 +10,10 @@
 //! into a provider update ([`StateDecoder::decode_update_cbor`]) and a [`Replica`] applies it
 //! by reference; any decode or apply error makes the client re-subscribe (a fresh decoder and
 //! replica hydrated from a fresh snapshot). A second decoder reads every update through a
-//! [`Value`] and must agree on the result and on its state.
+//! [`Value`] and must agree on the result and on its state, and a third decoder and replica
+//! take every update straight from its bytes ([`StateDecoder::apply_update_cbor`], what the
+//! connection core does) and must agree with decoding then applying on the outcome, the
+//! step that refused, the decoder state and the replica.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,7 +21,7 @@ use baton_protocol::Value;
 use baton_protocol::cbor;
 use baton_protocol::chord::{
     InstanceAddress, InstanceSnapshot, MemberSnapshot, ProviderUpdate, Replica, ServiceMode,
-    StateDecoder, StateEncoder, SubscriptionSnapshot, diff,
+    StateDecoder, StateEncoder, SubscriptionSnapshot, UpdateRefused, diff,
 };
 use baton_protocol::fuzzing::ValueSource;
 use baton_protocol::limits::CborLimits;
@@ -154,6 +157,10 @@ struct Consumer {
     /// The same stream decoded through `Value`s, the reference for `decoder`.
     reference: StateDecoder,
     replica: Replica,
+    /// The same stream applied straight from its bytes
+    /// ([`StateDecoder::apply_update_cbor`], what the client does), which must agree with
+    /// decoding then applying (`decoder`, `replica`) at every step.
+    direct: (StateDecoder, Replica),
 }
 
 impl Consumer {
@@ -182,6 +189,7 @@ impl Consumer {
             .expect("a valid snapshot hydrates");
         Self {
             reference: decoder.clone(),
+            direct: (decoder.clone(), replica.clone()),
             decoder,
             replica,
         }
@@ -201,9 +209,34 @@ impl Consumer {
             "decode_update_cbor and decode_update disagree"
         );
         assert_eq!(self.decoder, self.reference, "the decoders' states differ");
-        decoded
-            .and_then(|update| self.replica.apply_update_ref(&update))
-            .is_ok()
+        let decode_failed = decoded.is_err();
+        let two_steps = match decoded {
+            Err(e) => Err(UpdateRefused::Decode(e)),
+            Ok(update) => {
+                let sequence = match &update {
+                    ProviderUpdate::State { sequence, .. } => Some(*sequence),
+                    _ => None,
+                };
+                self.replica
+                    .apply_update_ref(&update)
+                    .map(|()| sequence)
+                    .map_err(UpdateRefused::Apply)
+            }
+        };
+        let (decoder, replica) = &mut self.direct;
+        let direct = decoder.apply_update_cbor(&bytes, replica);
+        assert_eq!(
+            direct, two_steps,
+            "apply_update_cbor and decode_update_cbor + apply_update_ref disagree"
+        );
+        if !decode_failed {
+            assert_eq!(
+                self.direct.0, self.decoder,
+                "the direct decoder's state differs"
+            );
+        }
+        assert_eq!(self.direct.1, self.replica, "the direct replica differs");
+        two_steps.is_ok()
     }
 
     /// True when the replica shows `inst`'s member `member` exactly as the producer has it.

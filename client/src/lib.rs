@@ -23,8 +23,10 @@
 //! * [`Client::request`] returns the server's answer; responses may arrive in any order.
 //! * [`Client::attach`] returns a [`Session`] whose calls always use the current attachment.
 //! * [`Client::subscribe`] / [`Session::subscribe`] return a [`Subscription`]: a replica plus
-//!   a stream of [`SubscriptionEvent`]s. A session subscription ends ([`EndReason`]) when
-//!   its attachment does; a dropped connection alone only makes it resync.
+//!   a stream of [`SubscriptionEvent`]s. Updates are applied to the replica straight from
+//!   the frame bytes and reach the stream in batches, one [`UpdateBatch`] per read, decoded
+//!   only on demand. A session subscription ends ([`EndReason`]) when its attachment does; a
+//!   dropped connection alone only makes it resync.
 //!
 //! ## Lifetime
 //! The connection lives while a handle that can use it does: a [`Client`] (any clone), a
@@ -91,7 +93,9 @@ pub use config::{
     DEFAULT_TCP_KEEPALIVE_INTERVAL, DEFAULT_TCP_KEEPALIVE_RETRIES, DEFAULT_TCP_KEEPALIVE_TIME,
     DEFAULT_WRITE_BACKLOG, KeepaliveConfig, ReconnectPolicy,
 };
-pub use conn::{EndReason, SESSION_MANAGEMENT_SERVICE, SubscriptionEvent};
+pub use conn::{
+    Encodings, EndReason, SESSION_MANAGEMENT_SERVICE, SubscriptionEvent, UpdateBatch, Updates,
+};
 pub use endpoint::{Endpoint, EndpointError};
 pub use error::{ConnectError, RequestError};
 pub use reply::Reply;

@@ -205,7 +205,7 @@ async fn a_subscription_that_outlives_its_client_keeps_receiving_until_it_is_dro
         .await
         .expect("the update arrives");
     assert!(
-        matches!(event, Some(SubscriptionEvent::Update(_))),
+        matches!(event, Some(SubscriptionEvent::Updates(_))),
         "{event:?}"
     );
     assert_eq!(

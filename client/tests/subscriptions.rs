@@ -7,7 +7,9 @@ mod support;
 use baton_client::{
     Client, EndReason, ReconnectPolicy, RequestError, Session, Subscription, SubscriptionEvent,
 };
-use baton_protocol::chord::{ControlCall, InstanceAddress, ServiceCall, ServiceMode};
+use baton_protocol::chord::{
+    ControlCall, InstanceAddress, ProviderUpdate, ServiceCall, ServiceMode,
+};
 use baton_protocol::{
     ClientMessage, ErrorCode, Id, Outcome, ServerMessage, ServiceUpdate, SessionTarget, Value,
     WireError,
@@ -128,14 +130,12 @@ async fn updates_that_beat_the_snapshot_are_buffered_and_applied_after_it() {
         sub.next_event().await,
         Some(SubscriptionEvent::Snapshot { resynced: false })
     ));
-    for expected in 1..=3 {
-        match sub.next_event().await {
-            Some(SubscriptionEvent::Update(u)) => assert_eq!(
-                u.to_value().as_map().unwrap().get("sequence"),
-                Some(&Value::from(expected as u32))
-            ),
-            other => panic!("expected update {expected}, got {other:?}"),
-        }
+    let updates = next_updates(&mut sub, 3).await;
+    for (expected, u) in (1..=3u32).zip(&updates) {
+        assert_eq!(
+            u.to_value().as_map().unwrap().get("sequence"),
+            Some(&Value::from(expected))
+        );
     }
     // Dropping the subscription unsubscribes with its id.
     drop(sub);
@@ -200,8 +200,10 @@ async fn a_sequence_gap_resubscribes_under_a_fresh_id_and_converges() {
 async fn a_slow_consumer_loses_no_state_and_sees_lag_in_order() {
     let listener = Listener::bind();
     let (_client, mut peer, mut sub, wire_id) = subscribed_to_text(&listener).await;
-    // Far more updates than the event queue holds, while nobody reads events.
-    let total = baton_client::DEFAULT_SUBSCRIPTION_EVENTS as u64 * 3;
+    // Far more reads than the event queue holds events, while nobody reads events: each
+    // update is sent once the last one is applied, so each is a read (one event) of its own.
+    let total = baton_client::DEFAULT_SUBSCRIPTION_EVENTS as u64 * 2;
+    let mut watch = sub.watch();
     for seq in 1..=total {
         let body = if seq == 1 {
             r#"{"type":"state","member":"state","sequence":1,"ops":[["a",["text"],"x"]]}"#
@@ -212,9 +214,15 @@ async fn a_slow_consumer_loses_no_state_and_sees_lag_in_order() {
             format!(r#"{{"type":"state","member":"state","sequence":{seq},"ops":[["a",0,"x"]]}}"#)
         };
         peer.send(update(&wire_id, &body)).await;
+        tokio::time::timeout(
+            HANG_GUARD,
+            watch.wait_for(|r| r.sequence(None, "state") == Some(seq)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
     }
     let expected = json(&format!(r#"{{"text":"{}"}}"#, "x".repeat(total as usize)));
-    let mut watch = sub.watch();
     tokio::time::timeout(
         HANG_GUARD,
         watch.wait_for(|r| r.value(None, "state") == Some(&expected)),
@@ -230,20 +238,15 @@ async fn a_slow_consumer_loses_no_state_and_sees_lag_in_order() {
     while let Some(event) = sub.try_next_event() {
         match event {
             SubscriptionEvent::Snapshot { .. } => snapshot_seen = true,
-            SubscriptionEvent::Update(u) => {
-                let seq = u
-                    .to_value()
-                    .as_map()
-                    .unwrap()
-                    .get("sequence")
-                    .unwrap()
-                    .as_u64()
-                    .unwrap();
-                assert!(
-                    seq > last_seq,
-                    "events out of order: {seq} after {last_seq}"
-                );
-                last_seq = seq;
+            SubscriptionEvent::Updates(updates) => {
+                for seq in updates.sequences() {
+                    let seq = seq.expect("state updates");
+                    assert!(
+                        seq > last_seq,
+                        "events out of order: {seq} after {last_seq}"
+                    );
+                    last_seq = seq;
+                }
             }
             SubscriptionEvent::Lagged => lagged += 1,
             other => panic!("unexpected {other:?}"),
@@ -464,6 +467,20 @@ async fn next(sub: &mut Subscription) -> Option<SubscriptionEvent> {
     tokio::time::timeout(HANG_GUARD, sub.next_event())
         .await
         .expect("an event arrives")
+}
+
+/// The next `n` updates, however the reads batched them: nothing but updates may come, and
+/// the last batch must end with the `n`th.
+async fn next_updates(sub: &mut Subscription, n: usize) -> Vec<ProviderUpdate> {
+    let mut updates = Vec::with_capacity(n);
+    while updates.len() < n {
+        match next(sub).await {
+            Some(SubscriptionEvent::Updates(batch)) => updates.extend(&batch),
+            other => panic!("expected updates, got {other:?} after {updates:?}"),
+        }
+    }
+    assert_eq!(updates.len(), n, "more updates than expected: {updates:?}");
+    updates
 }
 
 /// Asserts that `sub` ended for `expected`: the event, the typed reason, an empty replica and
@@ -687,13 +704,11 @@ async fn a_singleton_replaced_update_rebaselines_the_replica_and_its_sequences()
     // `replaced` cleared the path dictionary: id 0 is defined afresh.
     peer.send(update(&wire_id, r##"{"type":"state","member":"state","sequence":151,"ops":[["#",0,["text"]],["a",0,"!"]]}"##)).await;
 
-    let mut types = Vec::new();
-    for _ in 0..3 {
-        match next(&mut sub).await {
-            Some(SubscriptionEvent::Update(u)) => types.push(u.type_name()),
-            other => panic!("expected an update, got {other:?}"),
-        }
-    }
+    let types: Vec<&str> = next_updates(&mut sub, 3)
+        .await
+        .iter()
+        .map(ProviderUpdate::type_name)
+        .collect();
     assert_eq!(types, ["state", "replaced", "state"]);
     assert_eq!(revision(&sub), Some(json(r#"{"text":"fresh!"}"#)));
     assert_eq!(sub.state().sequence(None, "state"), Some(151));
@@ -721,13 +736,11 @@ async fn a_reset_update_still_rebaselines_the_replica() {
         r#"{"type":"state","member":"state","sequence":102,"ops":[["a",["text"],"!"]]}"#,
     ))
     .await;
-    let mut types = Vec::new();
-    for _ in 0..2 {
-        match next(&mut sub).await {
-            Some(SubscriptionEvent::Update(u)) => types.push(u.type_name()),
-            other => panic!("expected an update, got {other:?}"),
-        }
-    }
+    let types: Vec<&str> = next_updates(&mut sub, 2)
+        .await
+        .iter()
+        .map(ProviderUpdate::type_name)
+        .collect();
     assert_eq!(types, ["reset", "state"]);
     assert_eq!(revision(&sub), Some(json(r#"{"text":"reset!"}"#)));
     assert_eq!(sub.state().sequence(None, "state"), Some(102));
@@ -792,13 +805,11 @@ async fn a_keyed_resync_closes_stale_instances_and_respawns_the_live_ones() {
     peer.send(update(&wire_id, r#"{"type":"state","instance":{"key":"c","generation":1},"member":"request","sequence":1,"ops":[["s",["n"],1]]}"#)).await;
     peer.send(update(&wire_id, r#"{"type":"state","instance":{"key":"c","generation":2},"member":"request","sequence":6,"ops":[["s",["n"],6]]}"#)).await;
 
-    let mut types = Vec::new();
-    for _ in 0..9 {
-        match next(&mut sub).await {
-            Some(SubscriptionEvent::Update(u)) => types.push(u.type_name()),
-            other => panic!("expected an update, got {other:?} after {types:?}"),
-        }
-    }
+    let types: Vec<&str> = next_updates(&mut sub, 9)
+        .await
+        .iter()
+        .map(ProviderUpdate::type_name)
+        .collect();
     assert_eq!(
         types,
         [

@@ -158,7 +158,7 @@ struct Seen {
 impl Seen {
     fn note(&mut self, client: usize, event: Option<SubscriptionEvent>) {
         match event {
-            Some(SubscriptionEvent::Update(_)) => self.updates += 1,
+            Some(SubscriptionEvent::Updates(batch)) => self.updates += batch.len(),
             Some(SubscriptionEvent::Snapshot { resynced: true }) => self.resyncs += 1,
             Some(SubscriptionEvent::Lagged) => self.lagged += 1,
             Some(SubscriptionEvent::Ended { reason }) => {
@@ -349,7 +349,7 @@ async fn a_thousand_clients_lose_duplicate_and_misroute_nothing_and_all_replicas
     println!(
         "load: {} clients × {} requests = {total} echoes ({LANES} in flight per client) in {:.2} s \
          = {:.0} requests/s; {published} states published to {} subscribers (final sequence {final_sequence}), \
-         {updates} update events read; {resyncs} resyncs, {lagged} lagged event streams; VmRSS {:.1} MiB before connecting, \
+         {updates} updates read; {resyncs} resyncs, {lagged} lagged event streams; VmRSS {:.1} MiB before connecting, \
          {:.1} MiB with all connected; peak VmHWM {:.1} MiB",
         plan.clients,
         plan.requests,

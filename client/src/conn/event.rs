@@ -1,11 +1,9 @@
 //! What the core hands the glue: answers for callers, what became of each subscription, and
 //! what to do with the transport. Every output is an [`Event`], in the order it happened.
 
-use std::sync::Arc;
-
 use baton_protocol::SessionTarget;
-use baton_protocol::chord::ProviderUpdate;
 
+use super::batch::UpdateBatch;
 use crate::error::RequestError;
 use crate::reply::Reply;
 use crate::status::{CloseReason, Status};
@@ -71,10 +69,16 @@ pub enum SubscriptionEvent {
         /// True for every snapshot after the first.
         resynced: bool,
     },
-    /// A provider update was applied to the replica.
-    Update(Arc<ProviderUpdate>),
+    /// Provider updates were applied to the replica: every update one read from the
+    /// connection brought for this subscription in a row, in order (at least one). One event
+    /// however many updates, so a consumer is woken once per read; the batch is decoded only
+    /// if the consumer asks ([`UpdateBatch::iter`]), and counting or following sequences
+    /// costs nothing ([`UpdateBatch::len`], [`UpdateBatch::last_sequence`]).
+    Updates(UpdateBatch),
     /// Events were dropped because this consumer fell behind;
-    /// [`Subscription::state`](crate::Subscription::state) is still exact.
+    /// [`Subscription::state`](crate::Subscription::state) is still exact. The event queue
+    /// is bounded in events, and a batch is one event: whole batches are dropped, never part
+    /// of one.
     Lagged,
     /// The replica lost sync and the client is re-subscribing.
     Resyncing {

@@ -50,7 +50,9 @@
 //! where readers see them, lent to the core while it reads ([`Replicas`]). What becomes of a
 //! subscription comes out as [`Event::Subscription`], in order with every other output.
 
+mod batch;
 mod command;
+mod decode;
 mod event;
 mod in_flight;
 mod requests;
@@ -77,6 +79,7 @@ use crate::error::{ConnectError, RequestError};
 use crate::reply::Reply;
 use crate::status::{CloseReason, ReconnectRefusal, Status};
 
+pub use self::batch::{Encodings, UpdateBatch, Updates};
 pub(crate) use self::command::{Command, Subscribe, TargetSpec, UserRequest};
 pub(crate) use self::event::{Answer, Event, SubscriptionChange};
 pub use self::event::{EndReason, SubscriptionEvent};

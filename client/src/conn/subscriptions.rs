@@ -15,22 +15,25 @@
 //!
 //! A server re-baselines a subscriber that fell behind with `reset` (pi 1.0.x) or, in baton,
 //! with `replaced` (singleton) or `closed` + `spawned` (keyed); each is applied as the update
-//! it is and reported as [`SubscriptionEvent::Update`], as `reset` is. A `spawned` for an
+//! it is and reported in a [`SubscriptionEvent::Updates`], as `reset` is. A `spawned` for an
 //! instance the client already holds replaces it, path dictionaries included.
+//!
+//! Updates are applied straight from their bytes
+//! ([`StateDecoder::apply_update_cbor`]) and handed on undecoded: the updates of one read
+//! for one subscription, in a row, make one [`UpdateBatch`] event, so a read costs each
+//! subscription one event and one wake-up however many updates it held.
 
 use std::collections::{HashMap, VecDeque};
 use std::mem;
-use std::sync::Arc;
 
-use baton_protocol::chord::{
-    ChordError, InstanceAddress, ProviderUpdate, Replica, ServiceMode, StateDecoder,
-};
-use baton_protocol::limits::{CborLimits, MAX_CONFIGURABLE_CBOR_DEPTH};
+use baton_protocol::chord::{ChordError, Replica, ServiceMode, StateDecoder, UpdateRefused};
 use baton_protocol::{Id, SessionTarget, Target, Value};
 use bytes::Bytes;
 use tracing::debug;
 
+use super::batch::UpdateBatch;
 use super::command::{Subscribe, TargetSpec};
+use super::decode::apply_update;
 use super::event::{EndReason, Event, SubscriptionChange, SubscriptionEvent};
 use super::requests::NumberMap;
 use crate::config::DEFAULT_EARLY_UPDATE_BUFFER;
@@ -276,27 +279,39 @@ impl Subscriptions {
                 Ok(Vec::new())
             }
             Phase::Active { decoder } => {
-                // A wire form we cannot decode means the server is broken: fail the connection.
-                let decoded = decode_update(decoder, &update)
-                    .map_err(|e| format!("invalid service update for {wire_id}: {e}"))?;
-                // Applied by reference, so the event shares the update instead of a copy.
-                let decoded = Arc::new(decoded);
+                let batch = open_batch(out, key);
+                // The decoder as of the batch's first update, kept for decoding it later.
+                let base = batch.is_none().then(|| decoder.clone());
                 // Applied in place without waking readers: one wake-up per read
                 // ([`Self::notify_changed`]) instead of one per update, which the fan-out
                 // profile showed as the largest cost after decoding.
-                let outcome = replicas
-                    .apply(key, |replica| replica.apply_update_ref(&decoded))
-                    .unwrap_or(Ok(()));
+                let outcome = match replicas.apply(key, |r| apply_update(decoder, &update, Some(r)))
+                {
+                    Some(outcome) => outcome,
+                    None => apply_update(decoder, &update, None),
+                };
                 if !sub.unnotified {
                     sub.unnotified = true;
                     self.unnotified.push(key);
                 }
                 match outcome {
-                    Ok(()) => {
-                        emit_event(out, key, SubscriptionEvent::Update(decoded));
+                    Ok(sequence) => {
+                        match (batch, base) {
+                            (Some(batch), _) => batch.push(&update, sequence),
+                            (None, base) => {
+                                let mut batch = UpdateBatch::new(base.unwrap_or_default());
+                                batch.push(&update, sequence);
+                                emit_event(out, key, SubscriptionEvent::Updates(batch));
+                            }
+                        }
                         Ok(Vec::new())
                     }
-                    Err(e) => {
+                    // A wire form we cannot decode means the server is broken: fail the
+                    // connection.
+                    Err(UpdateRefused::Decode(e)) => {
+                        Err(format!("invalid service update for {wire_id}: {e}"))
+                    }
+                    Err(UpdateRefused::Apply(e)) => {
                         debug!(
                             subscription = %wire_id, error = %e,
                             "replica lost sync; re-subscribing"
@@ -387,8 +402,8 @@ impl Subscriptions {
         let resynced = sub.snapshots > 0;
         sub.snapshots += 1;
         emit_event(out, key, SubscriptionEvent::Snapshot { resynced });
-        for update in applied {
-            emit_event(out, key, SubscriptionEvent::Update(update));
+        if let Some(applied) = applied {
+            emit_event(out, key, SubscriptionEvent::Updates(applied));
         }
         if mem::take(&mut sub.unanswered) {
             emit(out, key, SubscriptionChange::Answered(Ok(())));
@@ -485,73 +500,39 @@ impl Subscriptions {
     }
 }
 
+/// The batch of updates for subscription `key` that the last event queued still takes: the
+/// last event is that subscription's [`SubscriptionEvent::Updates`]. Anything queued since
+/// (for any subscription, or for the glue) ends it, so batching never reorders an update
+/// against any other output.
+fn open_batch<W>(out: &mut VecDeque<Event<W>>, key: u64) -> Option<&mut UpdateBatch> {
+    match out.back_mut() {
+        Some(Event::Subscription {
+            key: last,
+            change: SubscriptionChange::Event(SubscriptionEvent::Updates(batch)),
+        }) if *last == key => Some(batch),
+        _ => None,
+    }
+}
+
 /// Decodes `snapshot` and the updates that beat it into a fresh decoder and replica; returns
 /// them with the early updates as applied.
 fn install(
     sub: &Sub,
     snapshot: &Value,
     early: VecDeque<Bytes>,
-) -> Result<(StateDecoder, Replica, Vec<Arc<ProviderUpdate>>), ChordError> {
+) -> Result<(StateDecoder, Replica, Option<UpdateBatch>), ChordError> {
     let mut decoder = StateDecoder::new();
     let snapshot = decoder.decode_snapshot(snapshot)?;
     let mut replica = Replica::new(sub.service_id.clone(), sub.mode);
     replica.apply_snapshot(snapshot)?;
-    let mut applied = Vec::with_capacity(early.len());
+    if early.is_empty() {
+        return Ok((decoder, replica, None));
+    }
+    let mut batch = UpdateBatch::new(decoder.clone());
     for raw in early {
-        let update = Arc::new(decode_update(&mut decoder, &raw)?);
-        replica.apply_update_ref(&update)?;
-        applied.push(update);
+        let sequence = apply_update(&mut decoder, &raw, Some(&mut replica))
+            .map_err(UpdateRefused::into_inner)?;
+        batch.push(&raw, sequence);
     }
-    Ok((decoder, replica, applied))
-}
-
-const REREAD: CborLimits = CborLimits {
-    max_byte_length: u32::MAX,
-    max_container_length: u32::MAX,
-    max_depth: MAX_CONFIGURABLE_CBOR_DEPTH,
-    max_total_items: u32::MAX,
-};
-
-/// Decodes one update's bytes, treating a `spawned` for an instance address the client
-/// already holds as replacing it: that instance's path dictionaries are dropped and the
-/// update decoded afresh (a server re-baselining a subscriber that fell behind re-spawns
-/// every live instance). The replica then replaces the instance with the same key.
-///
-/// A key that comes back under a new generation keeps the old generation's dictionaries
-/// until its `closed`, as upstream's decoder does: the encoder keeps them too, and may
-/// still send updates for it (which the replica ignores).
-fn decode_update(decoder: &mut StateDecoder, raw: &[u8]) -> Result<ProviderUpdate, ChordError> {
-    match decoder.decode_update_cbor(raw) {
-        Err(ChordError::DuplicateState(described)) => {
-            let value = baton_protocol::cbor::decode_value(raw, &REREAD)?;
-            let Some(address) = spawned_address(&value) else {
-                return Err(ChordError::DuplicateState(described));
-            };
-            // Also drops whatever the failed attempt had added for this address.
-            forget_instance(decoder, &address)?;
-            decoder.decode_update(&value)
-        }
-        other => other,
-    }
-}
-
-/// The address of a wire `spawned` update, if `value` is one.
-fn spawned_address(value: &Value) -> Option<InstanceAddress> {
-    let map = value.as_map()?;
-    if map.get("type")?.as_str()? != "spawned" {
-        return None;
-    }
-    InstanceAddress::parse(map.get("instance")?.as_map()?.get("instance")?).ok()
-}
-
-/// Drops the decoder's path dictionaries of one instance, as a `closed` for it would (the
-/// decoder has no other way to forget an instance; the replica is not told).
-fn forget_instance(
-    decoder: &mut StateDecoder,
-    address: &InstanceAddress,
-) -> Result<(), ChordError> {
-    let closed = ProviderUpdate::Closed {
-        instance: address.clone(),
-    };
-    decoder.decode_update(&closed.to_value()).map(drop)
+    Ok((decoder, replica, Some(batch)))
 }

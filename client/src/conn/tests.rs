@@ -291,7 +291,7 @@ impl Pair {
             log.kinds.push(match &change {
                 SubscriptionChange::Answered(_) => "answered",
                 SubscriptionChange::Event(SubscriptionEvent::Snapshot { .. }) => "snapshot",
-                SubscriptionChange::Event(SubscriptionEvent::Update(_)) => "update",
+                SubscriptionChange::Event(SubscriptionEvent::Updates(_)) => "updates",
                 SubscriptionChange::Event(SubscriptionEvent::Resyncing { .. }) => "resyncing",
                 SubscriptionChange::Event(SubscriptionEvent::Lagged) => "lagged",
                 SubscriptionChange::Event(SubscriptionEvent::Ended { .. }) => "ended event",
@@ -848,13 +848,14 @@ fn a_subscription_installs_its_snapshot_then_applies_deltas_including_early_ones
         pair.next_sub_event(1),
         Some(SubscriptionEvent::Snapshot { resynced: false })
     ));
+    // The early update comes with the snapshot, the next in its own read.
     assert!(matches!(
         pair.next_sub_event(1),
-        Some(SubscriptionEvent::Update(_))
+        Some(SubscriptionEvent::Updates(b)) if b.sequences().collect::<Vec<_>>() == [Some(1)]
     ));
     assert!(matches!(
         pair.next_sub_event(1),
-        Some(SubscriptionEvent::Update(_))
+        Some(SubscriptionEvent::Updates(b)) if b.sequences().collect::<Vec<_>>() == [Some(2)]
     ));
 
     // A gap re-subscribes under a fresh id, unsubscribing the old one.

@@ -202,10 +202,12 @@ async fn converse(socket: &std::path::Path) -> Result<(), Failure> {
             tokio::select! {
                 reply = &mut request => break reply,
                 event = sub.next_event() => match event {
-                    Some(SubscriptionEvent::Update(update)) => {
-                        updates += 1;
-                        if let ProviderUpdate::State { ops, .. } = &*update {
-                            appends += ops.iter().filter(|o| matches!(o, Op::Append { .. })).count();
+                    Some(SubscriptionEvent::Updates(batch)) => {
+                        updates += batch.len();
+                        for update in &batch {
+                            if let ProviderUpdate::State { ops, .. } = &update {
+                                appends += ops.iter().filter(|o| matches!(o, Op::Append { .. })).count();
+                            }
                         }
                     }
                     Some(SubscriptionEvent::Ended { reason }) => {

@@ -95,7 +95,7 @@ async fn a_prompt_streams_text_as_appends_and_replicas_converge() {
             tokio::select! {
                 reply = &mut request => break reply,
                 event = sub.next_event() => match event {
-                    Some(SubscriptionEvent::Update(u)) => updates.push(u),
+                    Some(SubscriptionEvent::Updates(batch)) => updates.extend(&batch),
                     Some(SubscriptionEvent::Snapshot { resynced: false }) => {}
                     Some(SubscriptionEvent::Ended { reason }) => panic!("ended: {reason}"),
                     Some(_) => clean = false,
@@ -110,7 +110,7 @@ async fn a_prompt_streams_text_as_appends_and_replicas_converge() {
     // Updates precede the response: whatever is queued was applied before it.
     while let Some(event) = sub.try_next_event() {
         match event {
-            SubscriptionEvent::Update(u) => updates.push(u),
+            SubscriptionEvent::Updates(batch) => updates.extend(&batch),
             _ => clean = false,
         }
     }
@@ -147,7 +147,7 @@ async fn a_prompt_streams_text_as_appends_and_replicas_converge() {
     // Every text and thinking block arrived as appends, never as a whole value.
     let ops: Vec<&Op> = updates
         .iter()
-        .flat_map(|u| match &**u {
+        .flat_map(|u| match u {
             ProviderUpdate::State { ops, .. } => ops.iter().collect::<Vec<_>>(),
             _ => {
                 clean = false;

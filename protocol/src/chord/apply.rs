@@ -19,8 +19,9 @@
 //! Application is not transactional: when an op fails, the ops before it have already
 //! changed the value. Callers discard the value (a replica clears itself) on error.
 
-use crate::chord::error::ChordError;
-use crate::chord::op::Op;
+use crate::chord::error::{ChordError, OpError};
+use crate::chord::js::is_safe;
+use crate::chord::op::{Op, check_non_empty};
 use crate::chord::path::{PathSegment, unresolvable};
 use crate::chord::utf16::drop_front_utf16;
 use crate::value::Value;
@@ -48,22 +49,43 @@ pub fn apply_owned(root: &mut Value, ops: Vec<Op>) -> Result<(), ChordError> {
 /// the others clone it, since their payload moves into the value.
 fn apply_op_ref(root: &mut Value, op: &Op) -> Result<(), ChordError> {
     match op {
-        Op::Delete { path } => {
-            op.validate()?;
-            edit(root, path, Leaf::Delete)
-        }
-        Op::Append { path, text } => {
-            op.validate()?;
-            edit(root, path, Leaf::Append(text))
-        }
-        Op::Truncate { path, count } => {
-            op.validate()?;
-            edit(root, path, Leaf::Truncate(*count))
-        }
+        Op::Delete { path } => apply_leaf(root, path, LeafOp::Delete),
+        Op::Append { path, text } => apply_leaf(root, path, LeafOp::Append(text)),
+        Op::Truncate { path, count } => apply_leaf(root, path, LeafOp::Truncate(*count)),
         Op::Replace(_) | Op::Set { .. } | Op::Splice { .. } | Op::Permute { .. } => {
             apply_op(root, op.clone())
         }
     }
+}
+
+/// A `d`, `a` or `t` whose operands are borrowed from wherever they were read: a decoded
+/// [`Op`], or the CBOR bytes of a client's frame (`StateDecoder::apply_update_cbor`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum LeafOp<'a> {
+    Delete,
+    Append(&'a str),
+    Truncate(u64),
+}
+
+/// Applies `op` at `path`, validated first exactly as [`Op::validate`] validates the same
+/// op, so both ways of applying it accept and refuse the same.
+pub(crate) fn apply_leaf(
+    root: &mut Value,
+    path: &[PathSegment],
+    op: LeafOp<'_>,
+) -> Result<(), ChordError> {
+    if let LeafOp::Truncate(count) = op
+        && !is_safe(count)
+    {
+        return Err(OpError::TruncateShape.into());
+    }
+    check_non_empty(path)?;
+    let leaf = match op {
+        LeafOp::Delete => Leaf::Delete,
+        LeafOp::Append(text) => Leaf::Append(text),
+        LeafOp::Truncate(count) => Leaf::Truncate(count),
+    };
+    edit(root, path, leaf)
 }
 
 /// Applies one op.

@@ -14,7 +14,7 @@
 //! * Paths are compared structurally (upstream compares `JSON.stringify(path)`), so `["0"]`
 //!   and `[0]` differ, as do `["a\u0000b"]` and `["a","b"]`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::chord::error::ChordError;
 use crate::chord::js::safe_number;
@@ -128,14 +128,20 @@ fn wire_tuple(op: &Op, reference: Option<Value>) -> Value {
 /// caller discards it (upstream fails the connection).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OpDecoder {
-    /// Path ids defined since the last `r`.
-    paths: HashMap<u64, Path>,
+    /// Path ids defined since the last `r` (ordered: a lookup per op, on the client's hot
+    /// path, costs a few comparisons instead of a SipHash of the id).
+    paths: BTreeMap<u64, Path>,
 }
 
 impl OpDecoder {
     /// A fresh decoder (no ids defined).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The path defined for `id`, if any.
+    pub(crate) fn path(&self, id: u64) -> Option<&Path> {
+        self.paths.get(&id)
     }
 
     /// Decodes one batch, validating each wire op as it goes.

@@ -152,6 +152,32 @@ pub enum OpError {
     PermutationNotBijection,
 }
 
+/// Why [`StateDecoder::apply_update_cbor`](crate::chord::StateDecoder::apply_update_cbor)
+/// refused an update: at which of the two steps it replaces, so a caller can tell a broken
+/// stream (fail the connection) from a replica that lost sync (re-subscribe).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpdateRefused {
+    /// The bytes did not decode, exactly as
+    /// [`decode_update_cbor`](crate::chord::StateDecoder::decode_update_cbor) refuses them;
+    /// the replica is unchanged.
+    #[error(transparent)]
+    Decode(ChordError),
+    /// The update decoded but the replica refused it, exactly as
+    /// [`Replica::apply_update_ref`](crate::chord::Replica::apply_update_ref) does (with the
+    /// same effect on the replica).
+    #[error(transparent)]
+    Apply(ChordError),
+}
+
+impl UpdateRefused {
+    /// The error, whichever step refused.
+    pub fn into_inner(self) -> ChordError {
+        match self {
+            Self::Decode(e) | Self::Apply(e) => e,
+        }
+    }
+}
+
 /// An error of the chord layer. `Display` is upstream's message, verbatim.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

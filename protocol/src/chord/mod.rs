@@ -5,6 +5,7 @@
 //!  response.result (subscribe) ◀── StateEncoder::encode_snapshot ◀── SubscriptionSnapshot
 //!  service_update.update       ◀── StateEncoder::encode_update   ◀── ProviderUpdate ◀── diff
 //!  client: StateDecoder::{decode_snapshot, decode_update} ──▶ Replica (apply, sequences)
+//!          StateDecoder::apply_update_cbor: frame bytes ──▶ Replica, no decoded update between
 //! ```
 //!
 //! * Service values: [`ServiceCall`], [`InstanceAddress`], [`ControlCall`],
@@ -54,7 +55,7 @@ pub use control::{
     CATALOGUE_MEMBER, ControlCall, SERVICE_CONTROL_ID, SUBSCRIBE_MEMBER, UNSUBSCRIBE_MEMBER,
 };
 pub use delta_codec::{OpDecoder, OpEncoder};
-pub use error::{ChordError, OpError, Subject};
+pub use error::{ChordError, OpError, Subject, UpdateRefused};
 pub use mode::ServiceMode;
 pub use op::{Op, is_base};
 pub use path::{Path, PathSegment, RESERVED_SEGMENTS, is_reserved, parse_path, path_to_value};

@@ -2,7 +2,7 @@
 
 use crate::chord::error::{ChordError, OpError};
 use crate::chord::js::{is_safe, js_string, non_negative_integer, safe_number};
-use crate::chord::path::{Path, check_safe_path, parse_path, path_to_value};
+use crate::chord::path::{Path, PathSegment, check_safe_path, parse_path, path_to_value};
 use crate::value::Value;
 
 /// One decoded operation on a replicated value (upstream `Op`).
@@ -236,7 +236,7 @@ fn non_empty_path(value: &Value) -> Result<Path, ChordError> {
     Ok(path)
 }
 
-fn check_non_empty(path: &Path) -> Result<(), ChordError> {
+pub(crate) fn check_non_empty(path: &[PathSegment]) -> Result<(), ChordError> {
     if path.is_empty() {
         return Err(OpError::PathEmpty.into());
     }

@@ -60,7 +60,7 @@ impl StateReplica {
         self.current.as_ref().map(|(sequence, _)| *sequence)
     }
 
-    fn update(&mut self, sequence: u64, ops: Ops<'_>) -> Result<(), ChordError> {
+    fn update(&mut self, sequence: u64, ops: impl ApplyOps) -> Result<(), ChordError> {
         let Some((last, value)) = &mut self.current else {
             return Err(ChordError::NotHydrated);
         };
@@ -68,11 +68,7 @@ impl StateReplica {
             self.current = None;
             return Err(ChordError::SequenceGap);
         }
-        let applied = match ops {
-            Ops::Owned(ops) => apply_owned(value, ops),
-            Ops::Borrowed(ops) => apply(value, ops),
-        };
-        if let Err(error) = applied {
+        if let Err(error) = ops.apply_to(value) {
             self.current = None;
             return Err(error);
         }
@@ -81,10 +77,29 @@ impl StateReplica {
     }
 }
 
-/// A batch to apply: moved in, or borrowed from an update someone else keeps.
-enum Ops<'a> {
-    Owned(Vec<Op>),
-    Borrowed(&'a [Op]),
+/// A batch to apply to a state's value: moved in, borrowed from an update someone else
+/// keeps, or read from where it arrived ([`Replica::apply_state_with`]).
+pub(crate) trait ApplyOps {
+    /// Runs the batch on `value` in order (not transactional: see [`apply`]).
+    fn apply_to(self, value: &mut Value) -> Result<(), ChordError>;
+}
+
+impl ApplyOps for Vec<Op> {
+    fn apply_to(self, value: &mut Value) -> Result<(), ChordError> {
+        apply_owned(value, self)
+    }
+}
+
+impl ApplyOps for &[Op] {
+    fn apply_to(self, value: &mut Value) -> Result<(), ChordError> {
+        apply(value, self)
+    }
+}
+
+impl<F: FnOnce(&mut Value) -> Result<(), ChordError>> ApplyOps for F {
+    fn apply_to(self, value: &mut Value) -> Result<(), ChordError> {
+        self(value)
+    }
 }
 
 /// One service instance as the client sees it.
@@ -200,7 +215,7 @@ impl InstanceReplica {
         service_id: &str,
         member: &str,
         sequence: u64,
-        ops: Ops<'_>,
+        ops: impl ApplyOps,
     ) -> Result<(), ChordError> {
         let state = match self.kind(member) {
             Some(MemberKind::State) => self.states.iter_mut().find(|state| state.name == member),
@@ -347,14 +362,27 @@ impl Replica {
         else {
             return self.apply_update(update.clone());
         };
+        self.apply_state_with(instance.as_ref(), member, *sequence, ops.as_slice())
+    }
+
+    /// Applies a `state` update (`instance`, `member`, `sequence`) whose batch `ops` runs on
+    /// the member's value in place: what [`apply_update`](Self::apply_update) does with a
+    /// decoded `state` update, same checks, same errors, same effect, for a caller that reads
+    /// the ops from somewhere else (`StateDecoder::apply_update_cbor`, from the frame bytes).
+    pub(crate) fn apply_state_with(
+        &mut self,
+        instance: Option<&InstanceAddress>,
+        member: &str,
+        sequence: u64,
+        ops: impl ApplyOps,
+    ) -> Result<(), ChordError> {
         if !self.hydrated {
             return Err(ChordError::NotHydrated);
         }
-        let ops = Ops::Borrowed(ops);
         // The same dispatch as `apply_singleton` and `apply_keyed` for `state`.
         match (self.mode, instance) {
             (ServiceMode::Singleton, None) => match self.instances.first_mut() {
-                Some(live) => live.update(&self.service_id, member, *sequence, ops),
+                Some(live) => live.update(&self.service_id, member, sequence, ops),
                 None => Err(ChordError::InvalidSingletonSnapshot(
                     self.service_id.clone(),
                 )),
@@ -366,7 +394,7 @@ impl Replica {
                 .iter_mut()
                 .find(|live| live.address.as_ref() == Some(address))
             {
-                Some(live) => live.update(&self.service_id, member, *sequence, ops),
+                Some(live) => live.update(&self.service_id, member, sequence, ops),
                 None => Ok(()),
             },
         }
@@ -399,7 +427,7 @@ impl Replica {
             } => {
                 let service_id = self.service_id.clone();
                 self.singleton()?
-                    .update(&service_id, &member, sequence, Ops::Owned(ops))
+                    .update(&service_id, &member, sequence, ops)
             }
             ProviderUpdate::State {
                 instance: Some(_), ..
@@ -445,7 +473,7 @@ impl Replica {
                     .iter_mut()
                     .find(|live| live.address.as_ref() == Some(&address))
                 {
-                    Some(live) => live.update(&self.service_id, &member, sequence, Ops::Owned(ops)),
+                    Some(live) => live.update(&self.service_id, &member, sequence, ops),
                     // Unknown key or stale generation: ignored.
                     None => Ok(()),
                 }

@@ -24,14 +24,15 @@ use std::sync::Arc;
 
 use crate::chord::address::InstanceAddress;
 use crate::chord::delta_codec::{OpDecoder, OpEncoder};
-use crate::chord::error::ChordError;
+use crate::chord::error::{ChordError, UpdateRefused};
 use crate::chord::op::Op;
 use crate::chord::raw::{
     RawInstance, RawMember, RawSubscription, RawUpdate, Wire, parse_subscription, parse_update,
 };
+use crate::chord::replica::Replica;
 use crate::chord::snapshot::{InstanceSnapshot, SubscriptionSnapshot};
 use crate::chord::update::{ProviderUpdate, state_update_value};
-use crate::chord::update_cbor::parse_state_update;
+use crate::chord::update_cbor::{parse_state_update, read_leaf_update};
 use crate::chord::wire_op::WireOp;
 use crate::limits::VALIDATED;
 use crate::value::Value;
@@ -55,6 +56,15 @@ fn describe(instance: Option<&InstanceAddress>, member: &str) -> String {
     match instance {
         None => member.to_owned(),
         Some(address) => format!("{address}.{member}"),
+    }
+}
+
+impl<C> Registry<C> {
+    /// The codec of a state, if there is one.
+    fn get(&self, instance: &Option<InstanceAddress>, member: &str) -> Option<&C> {
+        self.instances
+            .get(instance)
+            .and_then(|members| members.get(member))
     }
 }
 
@@ -241,9 +251,13 @@ impl StateEncoder {
 /// `parseWire*`) before decoding. After an error the stream is broken: upstream fails the
 /// connection, and the decoder's state is unspecified (decoding of snapshots, `replaced` and
 /// `reset` is transactional; decoding of `state` and `spawned` may have advanced).
+///
+/// A clone shares the dictionaries (O(1)) until either side next changes them (copy on
+/// write, as [`StateEncoder`] does): a client keeps the decoder's state as of the first
+/// update of a batch it hands on undecoded, so the batch can be decoded later.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StateDecoder {
-    codecs: Registry<OpDecoder>,
+    codecs: Arc<Registry<OpDecoder>>,
 }
 
 impl StateDecoder {
@@ -262,7 +276,7 @@ impl StateDecoder {
         let mut codecs = Registry::default();
         let decoded = decode_subscription(&mut codecs, raw)?;
         let snapshot = SubscriptionSnapshot::from_raw(decoded)?;
-        self.codecs = codecs;
+        self.codecs = Arc::new(codecs);
         Ok(snapshot)
     }
 
@@ -280,8 +294,7 @@ impl StateDecoder {
                 sequence,
                 ops,
             } => {
-                let ops = self
-                    .codecs
+                let ops = Arc::make_mut(&mut self.codecs)
                     .get_mut(&instance, &member)?
                     .decode_parsed(ops)?;
                 ProviderUpdate::State {
@@ -292,30 +305,30 @@ impl StateDecoder {
                 }
             }
             RawUpdate::Unavailable => {
-                self.codecs = Registry::default();
+                self.codecs = Arc::default();
                 ProviderUpdate::Unavailable
             }
             RawUpdate::Replaced(raw) => {
                 let mut codecs = Registry::default();
                 let snapshot = InstanceSnapshot::from_raw(decode_instance(&mut codecs, raw)?)?;
-                self.codecs = codecs;
+                self.codecs = Arc::new(codecs);
                 ProviderUpdate::Replaced { snapshot }
             }
             RawUpdate::Spawned(raw) => {
-                let instance = decode_instance(&mut self.codecs, raw)?;
+                let instance = decode_instance(Arc::make_mut(&mut self.codecs), raw)?;
                 ProviderUpdate::Spawned {
                     instance: InstanceSnapshot::from_raw(instance)?,
                 }
             }
             RawUpdate::Closed(instance) => {
-                self.codecs.remove_instance(&instance);
+                Arc::make_mut(&mut self.codecs).remove_instance(&instance);
                 ProviderUpdate::Closed { instance }
             }
             RawUpdate::Reset(raw) => {
                 let mut codecs = Registry::default();
                 let snapshot =
                     SubscriptionSnapshot::from_raw(decode_subscription(&mut codecs, raw)?)?;
-                self.codecs = codecs;
+                self.codecs = Arc::new(codecs);
                 ProviderUpdate::Reset { snapshot }
             }
         })
@@ -334,8 +347,7 @@ impl StateDecoder {
     pub fn decode_update_cbor(&mut self, bytes: &[u8]) -> Result<ProviderUpdate, ChordError> {
         let mut arena = Vec::new();
         if let Some(update) = parse_state_update(bytes, &mut arena) {
-            let ops = self
-                .codecs
+            let ops = Arc::make_mut(&mut self.codecs)
                 .get_mut(&None, update.member)?
                 .decode_parsed(update.ops)?;
             return Ok(ProviderUpdate::State {
@@ -347,6 +359,48 @@ impl StateDecoder {
         }
         let value = crate::cbor::decode_value(bytes, &VALIDATED)?;
         self.decode_update(&value)
+    }
+}
+
+impl StateDecoder {
+    /// Decodes one update's CBOR bytes and applies it to `replica`: what
+    /// [`decode_update_cbor`](Self::decode_update_cbor) then
+    /// [`Replica::apply_update_ref`] do, with the same result, the same errors, the same
+    /// decoder state and the same replica afterwards, but the common update (a singleton
+    /// `state` batch of `a`/`t`/`d` ops, a streamed reply) goes from the bytes into the
+    /// replica's value with no decoded update, op, path or text in between: its ops are
+    /// read and resolved against the dictionary first (so a refusal leaves the replica as it
+    /// was, as decoding first does), then applied in place. Anything else takes the two
+    /// steps.
+    ///
+    /// Returns the update's sequence if it is a `state` update (applied or, as the replica's
+    /// rules say, ignored).
+    ///
+    /// # Errors
+    /// [`UpdateRefused::Decode`] with what `decode_update_cbor` returns (the replica is
+    /// unchanged); [`UpdateRefused::Apply`] with what `apply_update_ref` returns.
+    pub fn apply_update_cbor(
+        &mut self,
+        bytes: &[u8],
+        replica: &mut Replica,
+    ) -> Result<Option<u64>, UpdateRefused> {
+        if let Some(update) = read_leaf_update(bytes, |member| self.codecs.get(&None, member)) {
+            replica
+                .apply_state_with(None, update.member, update.sequence, |value: &mut Value| {
+                    update.apply_to(value)
+                })
+                .map_err(UpdateRefused::Apply)?;
+            return Ok(Some(update.sequence));
+        }
+        let update = self
+            .decode_update_cbor(bytes)
+            .map_err(UpdateRefused::Decode)?;
+        let sequence = match &update {
+            ProviderUpdate::State { sequence, .. } => Some(*sequence),
+            _ => None,
+        };
+        replica.apply_update(update).map_err(UpdateRefused::Apply)?;
+        Ok(sequence)
     }
 }
 
@@ -585,5 +639,235 @@ mod tests {
             .to_string(),
             "Unknown service state other"
         );
+    }
+
+    /// Two clients fed the same bytes: one decodes then applies by reference (the old
+    /// path), the other applies from the bytes. Every step must agree on the outcome (and at
+    /// which step a refusal came), and the decoders and replicas must stay equal.
+    struct Pair {
+        old: (StateDecoder, Replica),
+        new: (StateDecoder, Replica),
+    }
+
+    impl Pair {
+        fn new(mode: ServiceMode, snapshot: &str) -> Self {
+            let mut decoder = StateDecoder::new();
+            let mut replica = Replica::new("s", mode);
+            replica
+                .apply_snapshot(decoder.decode_snapshot(&v(snapshot)).unwrap())
+                .unwrap();
+            Self {
+                old: (decoder.clone(), replica.clone()),
+                new: (decoder, replica),
+            }
+        }
+
+        /// Feeds one wire update, whatever the outcome.
+        fn step(&mut self, wire: &Value) {
+            let _outcome = self.feed(wire);
+        }
+
+        /// Feeds one wire update; returns the outcome for the caller to look at.
+        fn feed(&mut self, wire: &Value) -> Result<Option<u64>, UpdateRefused> {
+            let bytes = crate::cbor::to_vec(wire, &crate::limits::CborLimits::default()).unwrap();
+            let (decoder, replica) = &mut self.old;
+            let old = match decoder.decode_update_cbor(&bytes) {
+                Err(e) => Err(UpdateRefused::Decode(e)),
+                Ok(update) => {
+                    let sequence = match &update {
+                        ProviderUpdate::State { sequence, .. } => Some(*sequence),
+                        _ => None,
+                    };
+                    replica
+                        .apply_update_ref(&update)
+                        .map(|()| sequence)
+                        .map_err(UpdateRefused::Apply)
+                }
+            };
+            let (decoder, replica) = &mut self.new;
+            let new = decoder.apply_update_cbor(&bytes, replica);
+            let json = wire.to_json();
+            assert_eq!(new, old, "outcome of {json}");
+            if !matches!(old, Err(UpdateRefused::Decode(_))) {
+                assert_eq!(self.new.0, self.old.0, "decoders after {json}");
+            }
+            assert_eq!(self.new.1, self.old.1, "replicas after {json}");
+            new
+        }
+    }
+
+    const SINGLETON: &str = r#"{"serviceId":"s","mode":"singleton","instances":[{"members":[{"name":"m","kind":"state","sequence":0,"ops":[["r",{"text":"","list":["x","y"],"n":1}]]},{"name":"f","kind":"method"}]}]}"#;
+
+    fn state_update(sequence: u64, member: &str, ops: &str) -> Value {
+        v(&format!(
+            r#"{{"type":"state","member":"{member}","sequence":{sequence},"ops":{ops}}}"#
+        ))
+    }
+
+    #[test]
+    fn applying_from_the_bytes_agrees_with_decoding_then_applying_on_every_shape() {
+        let batches = [
+            r#"[["a",["text"],"he"]]"#,
+            r##"[["#",0,["text"]],["a",0,"llo"]]"##,
+            r#"[["a",0," w"],["a","or"],["t",1],["a","ld"]]"#,
+            r#"[["a",["list",0],"!"],["t",["list",1],5],["d",["list",1]]]"#,
+            r#"[["d",["list",7]]]"#,
+            r#"[["a",["text"],"a"],["a","b"],["a","c"],["t",1],["a","d"],["a",["list",0],"e"]]"#,
+            r#"[["a",["text"],"a"],["a","b"],["a","c"],["t",1],["a","d"],["a",["nope"],"e"]]"#,
+            r#"[["a",["missing"],"x"]]"#,
+            r#"[["a",["n"],"x"]]"#,
+            r#"[["a",9,"x"]]"#,
+            r#"[["a","x"]]"#,
+            r#"[["a",[],"x"]]"#,
+            r#"[["t",["text"],9007199254740991]]"#,
+            r#"[["d",["list",0]],["a",["list"],"x"]]"#,
+            r#"[["a",["list","k"],"x"]]"#,
+            r#"[["a",["__proto__"],"x"]]"#,
+            r#"[["s",["n"],2],["a",["text"],"!"]]"#,
+            r#"[["r",{"text":"fresh"}],["a",["text"],"!"]]"#,
+            r#"[["a",0,"x"]]"#,
+            r#"[["d",["text"]],["d"]]"#,
+            r#"[]"#,
+            r#"[["a",["text"],1]]"#,
+            r#"[["?",0]]"#,
+        ];
+        for (i, ops) in batches.iter().enumerate() {
+            let mut pair = Pair::new(ServiceMode::Singleton, SINGLETON);
+            // Each batch after a prefix of the others, so dictionaries and values vary.
+            let mut sequence = 0;
+            for prefix in &batches[..i] {
+                sequence += 1;
+                if pair.feed(&state_update(sequence, "m", prefix)).is_err() {
+                    pair = Pair::new(ServiceMode::Singleton, SINGLETON);
+                    sequence = 0;
+                }
+            }
+            pair.step(&state_update(sequence + 1, "m", ops));
+            // The same batch once more, now a duplicate sequence.
+            pair.step(&state_update(sequence + 1, "m", ops));
+        }
+        let mut pair = Pair::new(ServiceMode::Singleton, SINGLETON);
+        for wire in [
+            state_update(1, "f", r#"[["a",["text"],"x"]]"#),
+            state_update(1, "other", r#"[["a",["text"],"x"]]"#),
+            state_update(3, "m", r#"[["a",["text"],"x"]]"#),
+        ] {
+            pair.step(&wire);
+        }
+        assert_eq!(
+            pair.feed(&state_update(4, "m", r#"[["a",["text"],"x"]]"#)),
+            Err(UpdateRefused::Apply(ChordError::NotHydrated)),
+            "a state cleared by a gap refuses further updates"
+        );
+        for wire in [
+            v(r#"{"type":"unavailable"}"#),
+            v(
+                r#"{"type":"state","member":"m","sequence":1,"ops":[],"instance":{"key":"k","generation":1}}"#,
+            ),
+            v(r#"{"type":"state","member":"m","sequence":0,"ops":[]}"#),
+            v(r#"{"type":"state","member":"","sequence":1,"ops":[]}"#),
+            v(r#"{"type":"closed"}"#),
+        ] {
+            pair.step(&wire);
+        }
+        assert_eq!(
+            pair.feed(&state_update(5, "m", r#"[["a",["text"],"x"]]"#)),
+            Err(UpdateRefused::Decode(ChordError::UnknownState(
+                "m".to_owned()
+            ))),
+            "`unavailable` dropped the dictionaries"
+        );
+    }
+
+    #[test]
+    fn a_streamed_append_is_read_in_place_and_anything_else_is_left_to_the_general_path() {
+        let mut codec = OpDecoder::new();
+        codec.decode(&[v(r##"["#",0,["text"]]"##)]).unwrap();
+        let bytes = |json: &str| {
+            crate::cbor::to_vec(&v(json), &crate::limits::CborLimits::default()).unwrap()
+        };
+        let append = bytes(r#"{"type":"state","member":"m","sequence":2,"ops":[["a",0,"x"]]}"#);
+        let read = read_leaf_update(&append, |member| (member == "m").then_some(&codec));
+        assert!(read.is_some_and(|u| u.member == "m" && u.sequence == 2));
+        for other in [
+            r#"{"type":"state","member":"m","sequence":2,"ops":[["a",1,"x"]]}"#,
+            r#"{"type":"state","member":"m","sequence":2,"ops":[["s",0,"x"]]}"#,
+            r#"{"type":"state","member":"other","sequence":2,"ops":[["a",0,"x"]]}"#,
+            r#"{"type":"state","ops":[["a",0,"x"]],"member":"m","sequence":2}"#,
+        ] {
+            let bytes = bytes(other);
+            assert!(
+                read_leaf_update(&bytes, |member| (member == "m").then_some(&codec)).is_none(),
+                "{other}"
+            );
+        }
+    }
+
+    #[test]
+    fn applying_from_the_bytes_agrees_on_random_leaf_streams() {
+        // A small deterministic generator: op verbs, references and sequences drawn so that
+        // most batches apply and some refer to undefined ids, repeat or skip a sequence.
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        let paths = [r#"["text"]"#, r#"["list",0]"#, r#"["list",1]"#, r#"["n"]"#];
+        for _ in 0..300 {
+            let mut pair = Pair::new(ServiceMode::Singleton, SINGLETON);
+            let mut sequence = 0;
+            for _ in 0..12 {
+                let mut ops = Vec::new();
+                for _ in 0..=next(4) {
+                    let at = match next(4) {
+                        0 => paths[next(4) as usize].to_owned(),
+                        1 => next(3).to_string(),
+                        _ => String::new(),
+                    };
+                    let at = if at.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{at},")
+                    };
+                    ops.push(match next(6) {
+                        0 | 1 => format!(r#"["a",{at}"t{}"]"#, next(10)),
+                        2 => format!(r#"["t",{at}{}]"#, next(3)),
+                        3 if at.is_empty() => r#"["d"]"#.to_owned(),
+                        3 => format!(r#"["d",{}]"#, at.trim_end_matches(',')),
+                        4 => format!(r##"["#",{},{}]"##, next(3), paths[next(4) as usize]),
+                        _ => format!(r#"["s",{at}"v"]"#),
+                    });
+                }
+                sequence = match next(10) {
+                    0 => sequence,
+                    1 => sequence + 2,
+                    _ => sequence + 1,
+                };
+                let wire = state_update(sequence, "m", &format!("[{}]", ops.join(",")));
+                if pair.feed(&wire).is_err() {
+                    pair = Pair::new(ServiceMode::Singleton, SINGLETON);
+                    sequence = 0;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn applying_from_the_bytes_agrees_for_keyed_and_lifecycle_updates() {
+        let keyed = r#"{"serviceId":"s","mode":"keyed","instances":[{"instance":{"key":"k","generation":1},"members":[{"name":"m","kind":"state","sequence":0,"ops":[["r",{"text":""}]]}]}]}"#;
+        let mut pair = Pair::new(ServiceMode::Keyed, keyed);
+        for wire in [
+            r#"{"type":"state","instance":{"key":"k","generation":1},"member":"m","sequence":1,"ops":[["a",["text"],"x"]]}"#,
+            r#"{"type":"state","member":"m","sequence":2,"ops":[["a",["text"],"x"]]}"#,
+            r#"{"type":"state","instance":{"key":"j","generation":1},"member":"m","sequence":1,"ops":[["a",["text"],"x"]]}"#,
+            r#"{"type":"spawned","instance":{"instance":{"key":"j","generation":1},"members":[{"name":"m","kind":"state","sequence":0,"ops":[["r",{"text":"j"}]]}]}}"#,
+            r#"{"type":"state","instance":{"key":"j","generation":1},"member":"m","sequence":1,"ops":[["a",["text"],"x"]]}"#,
+            r#"{"type":"closed","instance":{"key":"k","generation":1}}"#,
+            r#"{"type":"unavailable"}"#,
+        ] {
+            pair.step(&v(wire));
+        }
     }
 }

@@ -10,10 +10,17 @@
 //! accepts, and never decides an error; the differential tests hold it to the general path.
 
 use crate::cbor::Reader;
-use crate::chord::path::parse_path;
+use crate::chord::apply::{LeafOp, apply_leaf};
+use crate::chord::delta_codec::OpDecoder;
+use crate::chord::error::ChordError;
+use crate::chord::path::{Path, PathSegment, parse_path, unresolvable};
 use crate::chord::wire_op::{Ref, WireOp};
 use crate::limits::VALIDATED;
 use crate::value::Value;
+
+/// The keys of a singleton `state` update, matched without a UTF-8 pass (equal bytes are
+/// valid UTF-8; any other key is checked as usual).
+const STATE_KEYS: [&str; 4] = ["type", "member", "sequence", "ops"];
 
 /// A `state` update of the singleton, its ops not yet resolved against the dictionary.
 #[derive(Debug)]
@@ -52,6 +59,153 @@ pub(crate) fn parse_state_update<'a>(
     })
 }
 
+/// Batches of up to this many ops keep their resolved ops from the one read of the bytes;
+/// longer ones read their ops again to apply them (a streamed reply's batch has one or two).
+const FEW: usize = 4;
+
+/// A singleton `state` update whose every op is an `a`, `t` or `d` that [`read_op`] reads in
+/// place and that resolves against its member's dictionary: the update the client applies
+/// straight from its bytes ([`LeafUpdate::apply_to`]). Nothing is allocated (but an inline
+/// path, which a stream interns on its second use).
+pub(crate) struct LeafUpdate<'a, 'd> {
+    pub(crate) member: &'a str,
+    pub(crate) sequence: u64,
+    codec: &'d OpDecoder,
+    /// Where the ops start, and how many there are.
+    ops: Reader<'a, 'static>,
+    len: usize,
+    /// The resolved ops of a batch of at most [`FEW`].
+    few: [Option<(LeafOp<'a>, Resolved<'d>)>; FEW],
+}
+
+impl LeafUpdate<'_, '_> {
+    /// Applies the ops to `value`, in order, as [`apply`](crate::chord::apply) applies the
+    /// decoded ops (not transactional either).
+    pub(crate) fn apply_to(&self, value: &mut Value) -> Result<(), ChordError> {
+        if self.len <= FEW {
+            for (op, path) in self.few.iter().flatten() {
+                apply_leaf(value, path.path(), *op)?;
+            }
+            return Ok(());
+        }
+        // Read and resolved once already, so neither fails here.
+        let mut r = self.ops.clone();
+        let mut previous = None;
+        for _ in 0..self.len {
+            let (at, op) = read_op(&mut r)
+                .and_then(leaf)
+                .ok_or_else(|| unresolvable(&[]))?;
+            let path = resolve(self.codec, at, previous.take()).ok_or_else(|| unresolvable(&[]))?;
+            apply_leaf(value, path.path(), op)?;
+            previous = Some(path);
+        }
+        Ok(())
+    }
+}
+
+/// A leaf op's path, resolved as [`OpDecoder`] resolves it: the dictionary's, or its own.
+#[derive(Clone)]
+enum Resolved<'d> {
+    Interned(&'d [PathSegment]),
+    Inline(Path),
+}
+
+impl Resolved<'_> {
+    fn path(&self) -> &[PathSegment] {
+        match self {
+            Self::Interned(path) => path,
+            Self::Inline(path) => path,
+        }
+    }
+}
+
+/// Resolves `at` as `OpDecoder::decode_op` does for `a`/`t`/`d` (the previous path is the
+/// last one an op of the batch resolved to); `None` where decoding would fail.
+fn resolve<'d>(
+    codec: &'d OpDecoder,
+    at: Ref,
+    previous: Option<Resolved<'d>>,
+) -> Option<Resolved<'d>> {
+    let path = match at {
+        Ref::Previous => previous?,
+        Ref::Id(id) => Resolved::Interned(codec.path(id)?),
+        Ref::Inline(path) => Resolved::Inline(path),
+    };
+    (!path.path().is_empty()).then_some(path)
+}
+
+/// The operands of a leaf wire op.
+fn leaf(op: WireOp<'_>) -> Option<(Ref, LeafOp<'_>)> {
+    match op {
+        WireOp::Append { at, text } => Some((at, LeafOp::Append(text))),
+        WireOp::Truncate { at, count } => Some((at, LeafOp::Truncate(count))),
+        WireOp::Delete { at } => Some((at, LeafOp::Delete)),
+        _ => None,
+    }
+}
+
+/// Reads `bytes` as a [`LeafUpdate`] in one pass, resolving each op against the dictionary
+/// `codec_of` gives for the member (which must come before `ops`, as every encoder writes
+/// it). `None` means "not this shape, not valid, or not resolvable": use the general path,
+/// which reads everything this accepts the same way (the same [`read_op`] and resolution
+/// rules, changing nothing: leaf ops define no path) and judges everything else.
+pub(crate) fn read_leaf_update<'a, 'd>(
+    bytes: &'a [u8],
+    codec_of: impl FnOnce(&str) -> Option<&'d OpDecoder>,
+) -> Option<LeafUpdate<'a, 'd>> {
+    let mut codec_of = Some(codec_of);
+    let mut r = Reader::new(bytes, &VALIDATED).ok()?;
+    if r.map_len(0).ok()? != Some(4) {
+        return None;
+    }
+    let (mut ty, mut member, mut sequence, mut ops) = (false, None, None, None);
+    let mut few: [Option<(LeafOp<'a>, Resolved<'d>)>; FEW] = Default::default();
+    for _ in 0..4 {
+        match r.key_among(1, &STATE_KEYS).ok()? {
+            "type" if !ty => {
+                if r.text_or_skip_among(1, &["state"]).ok()?? != "state" {
+                    return None;
+                }
+                ty = true;
+            }
+            "member" if member.is_none() => {
+                member = Some(r.text_or_skip(1).ok()??).filter(|m| !m.is_empty());
+                member?;
+            }
+            "sequence" if sequence.is_none() => {
+                sequence = Some(r.unsigned(1).ok()??).filter(|s| *s >= 1);
+                sequence?;
+            }
+            "ops" if ops.is_none() => {
+                let codec = codec_of.take()?(member?)?;
+                let len = r.array_len(1).ok()??;
+                let start = r.clone();
+                let mut previous = None;
+                for i in 0..len {
+                    let (at, op) = leaf(read_op(&mut r)?)?;
+                    let path = resolve(codec, at, previous.take())?;
+                    if let Some(slot) = few.get_mut(i) {
+                        *slot = Some((op, path.clone()));
+                    }
+                    previous = Some(path);
+                }
+                ops = Some((codec, start, len));
+            }
+            _ => return None,
+        }
+    }
+    r.finish().ok()?;
+    let (codec, ops, len) = ops?;
+    Some(LeafUpdate {
+        member: member?,
+        sequence: sequence?,
+        codec,
+        ops,
+        len,
+        few,
+    })
+}
+
 /// The update's fields; ops that are not read in place are pushed to `arena`.
 fn read_state<'a>(
     bytes: &'a [u8],
@@ -64,9 +218,9 @@ fn read_state<'a>(
     }
     let (mut ty, mut member, mut sequence, mut ops) = (false, None, None, None);
     for _ in 0..4 {
-        match r.key(1).ok()? {
+        match r.key_among(1, &STATE_KEYS).ok()? {
             "type" if !ty => {
-                if r.text_or_skip(1).ok()?? != "state" {
+                if r.text_or_skip_among(1, &["state"]).ok()?? != "state" {
                     return None;
                 }
                 ty = true;
@@ -110,7 +264,7 @@ fn read_ops<'a>(r: &mut Reader<'a, '_>, arena: &mut Vec<Value>) -> Option<Vec<Sl
 /// `a`, `t` and `d` in their full (path id or inline path) and short forms.
 fn read_op<'a>(r: &mut Reader<'a, '_>) -> Option<WireOp<'a>> {
     let arity = r.array_len(2).ok()??;
-    let verb = r.text_or_skip(3).ok()??;
+    let verb = r.text_or_skip_among(3, &["a", "t", "d"]).ok()??;
     match (verb, arity) {
         ("a", 3) => {
             let at = reference(r)?;

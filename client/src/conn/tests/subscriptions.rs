@@ -41,7 +41,7 @@ fn the_first_snapshot_is_queued_then_answered_then_its_readers_are_woken() {
     pair.respond(&r.id, Outcome::Value(snapshot(0, r#"{"revision":0}"#)));
     assert_eq!(
         pair.kinds(1),
-        ["snapshot", "update", "answered", "changed"],
+        ["snapshot", "updates", "answered", "changed"],
         "the caller learns of the snapshot after its events, and readers once"
     );
     assert_eq!(pair.state_of(1), Some(json(r#"{"revision":1}"#)));

@@ -147,25 +147,34 @@ fn status_json(status: &Status) -> Json {
     }
 }
 
-fn event_json(name: &str, event: &SubscriptionEvent) -> Json {
-    let mut line = json!({ "event": "subscription", "name": name });
-    let extra = match event {
-        SubscriptionEvent::Snapshot { resynced } => {
-            json!({ "kind": "snapshot", "resynced": resynced })
+/// The output lines for one event: one per update of a batch (so a suite sees the same lines
+/// however the reads batched them), one for any other event.
+fn event_lines(name: &str, event: &SubscriptionEvent) -> Vec<Json> {
+    let line = |extra: Json| {
+        let mut line = json!({ "event": "subscription", "name": name });
+        if let (Json::Object(line), Json::Object(extra)) = (&mut line, extra) {
+            line.extend(extra);
         }
-        SubscriptionEvent::Update(update) => {
-            json!({ "kind": "update", "type": update.type_name(), "update": to_json(&update.to_value()) })
-        }
-        SubscriptionEvent::Lagged => json!({ "kind": "lagged" }),
-        SubscriptionEvent::Resyncing { reason } => {
-            json!({ "kind": "resyncing", "reason": reason })
-        }
-        SubscriptionEvent::Ended { reason } => json!({ "kind": "ended", "reason": reason }),
+        line
     };
-    if let (Json::Object(line), Json::Object(extra)) = (&mut line, extra) {
-        line.extend(extra);
+    match event {
+        SubscriptionEvent::Snapshot { resynced } => {
+            vec![line(json!({ "kind": "snapshot", "resynced": resynced }))]
+        }
+        SubscriptionEvent::Updates(updates) => updates
+            .iter()
+            .map(|update| {
+                line(json!({ "kind": "update", "type": update.type_name(), "update": to_json(&update.to_value()) }))
+            })
+            .collect(),
+        SubscriptionEvent::Lagged => vec![line(json!({ "kind": "lagged" }))],
+        SubscriptionEvent::Resyncing { reason } => {
+            vec![line(json!({ "kind": "resyncing", "reason": reason }))]
+        }
+        SubscriptionEvent::Ended { reason } => {
+            vec![line(json!({ "kind": "ended", "reason": reason }))]
+        }
     }
-    line
 }
 
 /// `{"kind", "message", "sessionId"?}` for why a subscription ended.
@@ -198,13 +207,14 @@ fn end_reason_json(reason: &EndReason) -> Json {
 /// end, so a suite can check what an ended subscription shows.
 async fn forward_events(out: Out, name: String, mut sub: Subscription) {
     while let Some(event) = sub.next_event().await {
-        let mut line = event_json(&name, &event);
-        if matches!(event, SubscriptionEvent::Ended { .. })
-            && let Some(reason) = sub.end_reason()
-        {
-            line["endReason"] = end_reason_json(&reason);
+        for mut line in event_lines(&name, &event) {
+            if matches!(event, SubscriptionEvent::Ended { .. })
+                && let Some(reason) = sub.end_reason()
+            {
+                line["endReason"] = end_reason_json(&reason);
+            }
+            emit(&out, line);
         }
-        emit(&out, line);
     }
     let reason = sub.end_reason().map_or(Json::Null, |r| end_reason_json(&r));
     emit(
