@@ -40,8 +40,12 @@
 
 mod access;
 mod args;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod directory;
 mod errors;
+#[cfg(feature = "cluster")]
+pub mod fleet;
 mod host;
 mod idle;
 mod idle_clock;
