@@ -436,3 +436,58 @@ async fn after_kill_9_of_b_its_sessions_are_listed_not_live_and_locate_answers_b
     via_a.close().await;
     assert!(a.terminate().await.success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_etcd_is_down_list_answers_the_last_view_marked_stale_and_fresh_again_once_it_is_back()
+ {
+    let Some(mut etcd) = Etcd::start_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut host = Box::pin(HostProcess::start_logged(
+        &[
+            "--listen",
+            &format!("unix://{}", dir.path().join("sock").display()),
+            "--sessions-dir",
+            &dir.path().join("sessions").display().to_string(),
+            "--cluster",
+            etcd.url(),
+            "--cluster-lease-secs",
+            "3",
+        ],
+        "warn,baton_host::cluster=info",
+    ))
+    .await;
+    // A connection opened before: a paused host refuses new ones, not this one.
+    let client = connect_unix(&host).await;
+    let id = create(&client, "before").await.unwrap();
+    let (sessions, stale) = list(&client).await;
+    assert!(!stale && entry(&sessions, &id).is_some());
+
+    etcd.kill();
+    logged(&mut host, "taking no new connections or sessions").await;
+    let (sessions, stale) = list(&client).await;
+    assert!(stale, "etcd unreachable: the view may be old");
+    assert!(entry(&sessions, &id).is_some(), "the last view read");
+
+    etcd.restart().unwrap();
+    logged(&mut host, "taking new work again").await;
+    let (sessions, stale) = list(&client).await;
+    assert!(!stale && entry(&sessions, &id).is_some());
+    client.close().await;
+    assert!(host.terminate().await.success());
+}
+
+/// Reads the host's log until a line contains `text`.
+async fn logged(host: &mut HostProcess, text: &str) {
+    let log = host.log.as_mut().unwrap();
+    guard(text, async {
+        while let Some(line) = log.next_line().await.unwrap() {
+            if line.contains(text) {
+                return;
+            }
+        }
+        panic!("the host's log ended before {text:?}");
+    })
+    .await;
+}
