@@ -140,10 +140,14 @@ impl Shared {
             name: options.name.clone(),
             created: crate::clock::format_iso8601(self.manager.now_ms()),
         };
-        fleet
-            .claim(&session)
-            .await
-            .map_err(|e| e.to_service_error())?;
+        if let Err(error) = fleet.claim(&session).await {
+            // An unanswered claim may still have committed: take it back (best effort), so a
+            // retry of the same name is not refused by this create's own record.
+            if matches!(error, FleetError::Unreachable(_)) {
+                let _ = fleet.release(&session.session_id).await;
+            }
+            return Err(error.to_service_error());
+        }
         match self
             .manager
             .create_async_as(session.session_id.clone(), options)
