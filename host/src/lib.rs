@@ -38,7 +38,8 @@
 //!   mints, the hashed browser tokens they are traded for, and their file.
 //! * [`clock`]: the only wall-clock read; ISO-8601 text.
 //! * `cluster` (feature `cluster`): the fleet on etcd — owning the server id under a lease,
-//!   the member record, stopping new work before the lease could lapse (docs/cluster.md).
+//!   the member record, stopping new work before the lease could lapse, the session
+//!   directory in etcd and `baton.cluster` (docs/cluster.md).
 //! * `web` (feature `web`): the web listener — the page, one-time pairing and the WebSocket
 //!   endpoint, handing each socket to the server (`Server::adopt`).
 //!

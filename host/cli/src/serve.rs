@@ -143,6 +143,21 @@ async fn serve(
     let has_policy = policy.is_some();
     // Nothing is connected yet: there is nobody to disconnect.
     let _ = host.set_access_policy(policy);
+    // Ownership is won and nothing is served yet: this host's records in etcd are made
+    // those of its journal files before anyone can create or list through it.
+    if let Some((membership, _)) = fleet {
+        let reconciled = host
+            .join_fleet(Arc::new(membership.sessions()))
+            .await
+            .map_err(|e| {
+                Failure::new(format!("cannot reconcile the fleet's session records: {e}"))
+            })?;
+        tracing::info!(
+            added = reconciled.added,
+            deleted = reconciled.deleted,
+            "fleet session records reconciled with the journal files"
+        );
+    }
 
     let mut server_config = ServerConfig::new(server_id.clone());
     if let Some(ms) = args.handshake_timeout_ms {

@@ -224,6 +224,15 @@ impl Membership {
         });
     }
 
+    /// This host's session directory in the fleet (records outlive the lease).
+    pub fn sessions(&self) -> super::sessions::EtcdSessions {
+        super::sessions::EtcdSessions::new(
+            self.client.clone(),
+            self.server_id.to_string(),
+            self.health.clone(),
+        )
+    }
+
     /// Whether the host may take new work; changes as the lease is renewed or not.
     pub fn health(&self) -> watch::Receiver<Health> {
         self.health.clone()

@@ -9,6 +9,8 @@
 //!   pause, resume, lost).
 //! * [`load`]: the pure coalescing of load updates (at most one write a second).
 //! * [`membership`]: the tokio glue: connect, claim, keep alive, register, leave.
+//! * [`sessions`]: the session directory in etcd (records, name claims, reconcile, reads),
+//!   the service layer's `SessionDirectoryStore`.
 //! * [`error`]: why joining or staying in the fleet failed ([`ClusterError`]).
 
 pub mod config;
@@ -18,9 +20,11 @@ pub mod liveness;
 pub mod load;
 pub mod membership;
 pub mod record;
+pub mod sessions;
 
 pub use config::{ClusterConfig, ClusterTls, ConfigError, DEFAULT_LEASE_TTL};
 pub use error::ClusterError;
 pub use liveness::Health;
 pub use membership::Membership;
-pub use record::{HolderRecord, Load, MemberRecord};
+pub use record::{HolderRecord, Load, MemberRecord, SessionRecord};
+pub use sessions::EtcdSessions;

@@ -56,6 +56,25 @@ pub struct MemberRecord {
     pub since: String,
 }
 
+/// A session in the fleet: the value of `/baton/v1/sessions/<server-id>/<session-id>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// [`RECORD_VERSION`].
+    pub v: u32,
+    /// The host that owns it (its journal file is there).
+    pub server_id: String,
+    /// The session id.
+    pub session_id: String,
+    /// Who created it (`service::owner_key`), if recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Its name when created, if any (unique per owner across the fleet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// When it was created, ISO-8601 UTC.
+    pub created: String,
+}
+
 /// Why a record could not be read.
 #[derive(Debug, Error)]
 pub enum RecordError {
@@ -104,6 +123,12 @@ impl Versioned for HolderRecord {
 }
 
 impl Versioned for MemberRecord {
+    fn version(&self) -> u32 {
+        self.v
+    }
+}
+
+impl Versioned for SessionRecord {
     fn version(&self) -> u32 {
         self.v
     }

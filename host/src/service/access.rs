@@ -97,6 +97,16 @@ impl Sight {
         }
     }
 
+    /// Only the sessions recorded under `key` (an owner with no grant to view others).
+    #[cfg(all(test, feature = "cluster"))]
+    pub(crate) fn own(key: String) -> Self {
+        Self {
+            key,
+            sessions: Scope::Nothing,
+            only: None,
+        }
+    }
+
     /// Whether a session with this id and recorded owner is visible. Sessions without an
     /// owner (created before owners were recorded) are visible to admins only.
     pub(crate) fn sees(&self, id: &str, owner: Option<&str>) -> bool {

@@ -252,6 +252,16 @@ impl Directory {
         render(&inner.entries, sight, &self.residency.open_ids())
     }
 
+    /// Every session with its recorded owner (the fleet reconciles its records with them).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn sessions(&self) -> Vec<(SessionMeta, Option<String>)> {
+        self.lock()
+            .entries
+            .iter()
+            .map(|e| (e.meta.clone(), e.owner.clone()))
+            .collect()
+    }
+
     /// Who created session `id`, as recorded (`None`: unknown session or no owner).
     pub(crate) fn owner_of(&self, id: &str) -> Option<String> {
         self.lock()

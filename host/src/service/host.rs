@@ -58,6 +58,34 @@ impl ServiceHost {
         })
     }
 
+    /// Joins the fleet's session directory `store`: reconciles this host's records with the
+    /// sessions on disk, then keeps them with every create and removal, and serves
+    /// `baton.cluster`. Call once, before serving (a second call reconciles, nothing more).
+    ///
+    /// # Errors
+    /// etcd did not answer the reconcile; the host is then not in the directory.
+    #[cfg(feature = "cluster")]
+    pub async fn join_fleet(
+        &self,
+        store: Arc<dyn super::fleet::SessionDirectoryStore>,
+    ) -> Result<super::fleet::Reconciled, super::fleet::FleetError> {
+        let local = self
+            .shared
+            .directory
+            .sessions()
+            .into_iter()
+            .map(|(meta, owner)| super::fleet::LocalSession {
+                session_id: meta.id,
+                owner,
+                name: meta.name,
+                created: meta.created_at,
+            })
+            .collect();
+        let reconciled = store.reconcile(local).await?;
+        let _ = self.shared.fleet.set(store);
+        Ok(reconciled)
+    }
+
     /// The runtime behind the services.
     pub fn manager(&self) -> &Arc<SessionManager> {
         &self.shared.manager

@@ -32,6 +32,9 @@
 //! * [`ServiceHost`] (`host`) is what the server calls; the state it and every connection's
 //!   services share is one `Shared` (`shared`), whose behaviour lives with each concern
 //!   (`idle`, `removal`, `server_scope`, `session_scope`).
+//! * In a fleet (feature `cluster`), creates and removals also keep the session records in
+//!   etcd through one hook, `fleet::SessionDirectoryStore`, and `baton.cluster` (`cluster`)
+//!   locates and lists the fleet's sessions.
 //!
 //! # Shutdown
 //! [`ServiceHost::begin_shutdown`] refuses new prompts and aborts running turns, so that
@@ -40,8 +43,12 @@
 
 mod access;
 mod args;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod directory;
 mod errors;
+#[cfg(feature = "cluster")]
+pub mod fleet;
 mod host;
 mod idle;
 mod idle_clock;

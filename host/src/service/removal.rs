@@ -49,6 +49,8 @@ impl Shared {
         // Closes the runtime too, if one is loaded.
         self.manager.remove(id).await.map_err(service_error)?;
         self.directory.remove(id);
+        #[cfg(feature = "cluster")]
+        self.release_record(id).await;
         Ok(())
     }
 }

@@ -28,6 +28,9 @@ pub(crate) const MODELS: &str = "pi.models";
 /// definitions' order; it does not sort).
 const SERVICES: [&str; 3] = [MANAGEMENT, directory::SERVICE, MODELS];
 const MODELS_METHODS: &[&str] = &["list"];
+/// `baton.cluster`, catalogued after [`SERVICES`] when the host is in a fleet.
+const CLUSTER: &str = "baton.cluster";
+const CLUSTER_METHODS: &[&str] = &["locate", "list"];
 const MODELS_MEMBER: &str = "models";
 
 /// One connection's server-scope services.
@@ -50,19 +53,37 @@ impl ServerServices {
         }
     }
 
+    /// Whether this host serves `baton.cluster` (it joined a fleet's directory).
+    fn in_fleet(&self) -> bool {
+        #[cfg(feature = "cluster")]
+        return self.shared.fleet().is_some();
+        #[cfg(not(feature = "cluster"))]
+        false
+    }
+
+    /// The server-scope services served, in catalogue order.
+    fn services(&self) -> Vec<&'static str> {
+        SERVICES
+            .into_iter()
+            .chain(self.in_fleet().then_some(CLUSTER))
+            .collect()
+    }
+
     fn control(&self, call: &ServiceCall, publisher: Publisher, ctx: &Context) -> CallResult {
         match ControlCall::decode(call) {
-            Some(ControlCall::Catalogue) => {
-                Ok(Some(catalogue_to_value(&SERVICES.map(|id| {
-                    CatalogueEntry::new(id, ServiceMode::Singleton)
-                }))))
-            }
+            Some(ControlCall::Catalogue) => Ok(Some(catalogue_to_value(
+                &self
+                    .services()
+                    .into_iter()
+                    .map(|id| CatalogueEntry::new(id, ServiceMode::Singleton))
+                    .collect::<Vec<_>>(),
+            ))),
             Some(ControlCall::Subscribe {
                 subscription_id,
                 service_id,
                 mode,
             }) => {
-                if !SERVICES.contains(&service_id.as_str()) {
+                if !self.services().contains(&service_id.as_str()) {
                     return Err(RemoteServiceError::not_allowlisted(&service_id).into());
                 }
                 if mode != ServiceMode::Singleton {
@@ -87,6 +108,8 @@ impl ServerServices {
                         MODELS_METHODS,
                         vec![(MODELS_MEMBER, 0, self.shared.models.clone())],
                     ),
+                    // Methods only: nothing to publish.
+                    CLUSTER => snapshot(CLUSTER, CLUSTER_METHODS, Vec::new()),
                     _ => snapshot(MANAGEMENT, MANAGEMENT_METHODS, Vec::new()),
                 };
                 Ok(Some(snap.to_value()))
@@ -117,6 +140,9 @@ impl ServerServices {
             .directory
             .claim(rights.key, self.shared.limits.max_sessions_per_owner)?;
         let manager = &self.shared.manager;
+        #[cfg(feature = "cluster")]
+        let id = self.shared.create_session(options).await?;
+        #[cfg(not(feature = "cluster"))]
         let id = manager.create_async(options).await.map_err(service_error)?;
         let meta = manager.meta(&id).map_err(service_error)?;
         claim.commit(meta);
@@ -206,6 +232,13 @@ impl ServiceScope for ServerServices {
                 return Err(RemoteServiceError::singleton_addressed(service).into());
             }
             return links::invoke(&self.shared, &call.member, args, &ctx);
+        }
+        #[cfg(feature = "cluster")]
+        if service == CLUSTER && self.in_fleet() {
+            if call.instance.is_some() {
+                return Err(RemoteServiceError::singleton_addressed(service).into());
+            }
+            return super::cluster::invoke(&self.shared, &call.member, args, &ctx).await;
         }
         // Upstream's `RemoteServiceProvider.invoke` order: allowlist, instance address, member.
         if !SERVICES.contains(&service) {

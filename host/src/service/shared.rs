@@ -50,6 +50,9 @@ pub(crate) struct Shared {
     /// connections and creates are refused `busy`, what is open goes on.
     pub(crate) paused: AtomicBool,
     next_owner: AtomicU64,
+    /// The fleet's session directory, set once before serving (`super::fleet`).
+    #[cfg(feature = "cluster")]
+    pub(crate) fleet: std::sync::OnceLock<Arc<dyn super::fleet::SessionDirectoryStore>>,
     #[cfg(test)]
     pub(crate) hooks: Hooks,
 }
@@ -125,6 +128,8 @@ impl Shared {
             closing: CancellationToken::new(),
             paused: AtomicBool::new(false),
             next_owner: AtomicU64::new(1),
+            #[cfg(feature = "cluster")]
+            fleet: std::sync::OnceLock::new(),
             #[cfg(test)]
             hooks: Hooks::default(),
         })

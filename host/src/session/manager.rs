@@ -109,6 +109,9 @@ struct NewSession {
     name: Option<String>,
     owner: Option<String>,
     now: u64,
+    /// The id to create it under (chosen before, to be claimed in the fleet first).
+    #[cfg(feature = "cluster")]
+    id: Option<String>,
 }
 
 impl NewSession {
@@ -117,7 +120,12 @@ impl NewSession {
     /// of its first entries (queued to the directory's durability thread).
     fn write(self, dir: &SessionsDir) -> Result<(String, DurableHandle), SessionError> {
         let now = self.now;
-        let (id, mut file) = loop {
+        #[cfg(feature = "cluster")]
+        if let Some(id) = self.id.clone() {
+            let file = SessionFile::create_owned(dir, &id, &self.cwd, now, self.owner.as_deref())?;
+            return self.write_entries(id, file);
+        }
+        let (id, file) = loop {
             let id = new_session_id();
             match SessionFile::create_owned(dir, &id, &self.cwd, now, self.owner.as_deref()) {
                 Ok(f) => break (id, f),
@@ -125,6 +133,16 @@ impl NewSession {
                 Err(e) => return Err(e.into()),
             }
         };
+        self.write_entries(id, file)
+    }
+
+    /// The first entries of the new file `file` of session `id`.
+    fn write_entries(
+        self,
+        id: String,
+        mut file: SessionFile,
+    ) -> Result<(String, DurableHandle), SessionError> {
+        let now = self.now;
         let m = file.append_new(None, now, EntryKind::model_change(&self.model))?;
         let t = file.append_new(
             Some(&m.id),
@@ -194,6 +212,32 @@ impl SessionManager {
     /// As [`SessionManager::create`].
     pub async fn create_async(&self, options: CreateOptions) -> Result<String, SessionError> {
         let new = self.validate(options)?;
+        self.write_async(new).await
+    }
+
+    /// As [`SessionManager::create_async`], under the id `id` chosen before (the fleet
+    /// claims it first); an existing file of that id is an error, never overwritten.
+    ///
+    /// # Errors
+    /// As [`SessionManager::create`].
+    #[cfg(feature = "cluster")]
+    pub(crate) async fn create_async_as(
+        &self,
+        id: String,
+        options: CreateOptions,
+    ) -> Result<String, SessionError> {
+        let mut new = self.validate(options)?;
+        new.id = Some(id);
+        self.write_async(new).await
+    }
+
+    /// Now, by the manager's clock (milliseconds since the epoch).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    async fn write_async(&self, new: NewSession) -> Result<String, SessionError> {
         let dir = self.dir.clone();
         let (id, durable) = self
             .creating
@@ -230,6 +274,8 @@ impl SessionManager {
             name: options.name,
             owner: options.owner,
             now: self.clock.now_ms(),
+            #[cfg(feature = "cluster")]
+            id: None,
         })
     }
 
@@ -482,7 +528,7 @@ impl Drop for SessionManager {
 ///
 /// # Panics
 /// If the operating system has no working random source, which no supported platform lacks.
-fn new_session_id() -> String {
+pub(crate) fn new_session_id() -> String {
     let mut b = [0u8; 16];
     SystemRandom::new()
         .fill(&mut b)

@@ -43,6 +43,8 @@ pub use limits::{
     DEFAULT_TRANSCRIPT_WINDOW, MAX_PAGE_ITEMS, MAX_PROMPT_BYTES, MAX_PUBLISHED_ITEM_BYTES,
     MAX_READ_BYTES,
 };
+#[cfg(feature = "cluster")]
+pub(crate) use manager::new_session_id;
 pub use manager::{CreateOptions, HostConfig, SessionManager};
 pub use runtime::{
     DEFAULT_EVENT_CAPACITY, DEFAULT_SYSTEM_PROMPT, MAX_QUEUED_STEER, MAX_RUNNING_COMMANDS,
