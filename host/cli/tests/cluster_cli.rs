@@ -1,0 +1,151 @@
+//! The `baton` CLI on a fleet, through the real binary against two hosts sharing a real etcd
+//! (Debian's `etcd`, started per test on loopback by `baton_testkit::etcd`; without it these
+//! tests report SKIPPED unless `BATON_REQUIRE_ETCD=1`): `sessions` lists the fleet with each
+//! session's host, and `prompt`, `watch` and `remove` of a session on B, named through A,
+//! reach B.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test binary: helpers unwrap like the tests they serve"
+)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+
+use baton_protocol::Value;
+use baton_testkit::etcd::Etcd;
+use common::{HostProcess, baton, cli, until};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+/// A host's lease: long, so a loaded machine never lets it lapse under the test.
+const TTL_SECS: &str = "10";
+
+/// A host on a Unix socket in `dir` with its sessions in `dir/sessions`, in `etcd`'s fleet.
+async fn serve(dir: &Path, etcd: &Etcd) -> HostProcess {
+    let sock = format!("unix://{}", dir.join("sock").display());
+    let sessions = dir.join("sessions").display().to_string();
+    Box::pin(HostProcess::start(
+        &[
+            "--listen",
+            &sock,
+            "--sessions-dir",
+            &sessions,
+            "--cluster",
+            etcd.url(),
+            "--cluster-lease-secs",
+            TTL_SECS,
+        ],
+        &[],
+    ))
+    .await
+}
+
+/// `baton create --name NAME --cwd CWD` through `url` → the new session id.
+async fn create_in(url: &str, name: &str, cwd: &Path) -> String {
+    let cwd = cwd.display().to_string();
+    let (status, out, err) = cli(url, &["create", "--name", name, "--cwd", &cwd]).await;
+    assert!(status.success(), "create: {err}");
+    out.trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_through_a_lists_a_session_created_on_b_with_bs_host_and_a_local_one_with_as() {
+    let Some(etcd) = Etcd::start_or_skip() else {
+        return;
+    };
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = serve(dir_a.path(), &etcd).await;
+    let b = serve(dir_b.path(), &etcd).await;
+    let on_b = create_in(&b.url, "on-b", dir_b.path()).await;
+    let on_a = create_in(&a.url, "on-a", dir_a.path()).await;
+
+    let (status, out, err) = cli(&a.url, &["sessions"]).await;
+    assert!(status.success(), "{err}");
+    assert!(err.is_empty(), "no stale warning: {err}");
+    let header = out.lines().next().unwrap();
+    assert!(header.contains("HOST"), "{out}");
+    let row = |id: &str| {
+        out.lines()
+            .find(|l| l.starts_with(&id[..8]))
+            .unwrap_or_else(|| panic!("{id} listed: {out}"))
+            .to_owned()
+    };
+    assert!(row(&on_b).contains(&b.server_id[..8]), "{out}");
+    assert!(row(&on_a).contains(&a.server_id[..8]), "{out}");
+    assert!(
+        row(&on_a).contains("stored"),
+        "A's own row keeps its phase: {out}"
+    );
+    assert!(!out.contains("unavailable"), "{out}");
+
+    let (status, out, err) = cli(&a.url, &["--json", "sessions"]).await;
+    assert!(status.success(), "{err}");
+    let rows = Value::from_json(out.trim()).unwrap();
+    let rows = rows.as_array().unwrap();
+    let b_row = rows
+        .iter()
+        .find(|r| r.as_map().unwrap().get("id") == Some(&Value::from(on_b.as_str())))
+        .expect("B's session in the JSON list");
+    let b_row = b_row.as_map().unwrap();
+    assert_eq!(
+        b_row.get("serverId"),
+        Some(&Value::from(b.server_id.as_str()))
+    );
+    assert_eq!(b_row.get("live"), Some(&Value::from(true)));
+    assert_eq!(b_row.get("name"), Some(&Value::from("on-b")));
+
+    assert!(a.terminate().await.success());
+    assert!(b.terminate().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_watch_and_remove_by_name_through_a_reach_the_session_on_b() {
+    let Some(etcd) = Etcd::start_or_skip() else {
+        return;
+    };
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = serve(dir_a.path(), &etcd).await;
+    let b = serve(dir_b.path(), &etcd).await;
+    let id = create_in(&b.url, "far", dir_b.path()).await;
+
+    // The turn runs on B: `pwd` answers B's session directory, not A's.
+    let (status, out, err) = cli(&a.url, &["prompt", "far", "run `pwd`"]).await;
+    assert!(status.success(), "prompt through A: {err}\n{out}");
+    let b_cwd = dir_b.path().display().to_string();
+    assert!(out.contains(&format!("│ {b_cwd}")), "B's reply: {out}");
+    let (status, out, _) = cli(&b.url, &["sessions"]).await;
+    assert!(status.success());
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&id[..8]) && l.contains("idle")),
+        "B opened it for the turn: {out}"
+    );
+
+    // `watch` by prefix through A shows B's transcript.
+    let mut watch = Command::new(baton())
+        .args(["--connect", &a.url, "watch", &id[..8]])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    until(&mut lines, &b_cwd).await;
+    watch.kill().await.unwrap();
+
+    let (status, _, err) = cli(&a.url, &["remove", "far"]).await;
+    assert!(status.success(), "remove through A: {err}");
+    let (status, out, _) = cli(&b.url, &["sessions"]).await;
+    assert!(status.success());
+    assert!(!out.contains(&id[..8]), "removed on B: {out}");
+    assert!(
+        !dir_b.path().join(format!("sessions/{id}.jsonl")).exists(),
+        "B's journal deleted"
+    );
+
+    assert!(a.terminate().await.success());
+    assert!(b.terminate().await.success());
+}
