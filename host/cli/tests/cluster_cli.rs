@@ -1,8 +1,8 @@
 //! The `baton` CLI on a fleet, through the real binary against two hosts sharing a real etcd
 //! (Debian's `etcd`, started per test on loopback by `baton_testkit::etcd`; without it these
 //! tests report SKIPPED unless `BATON_REQUIRE_ETCD=1`): `sessions` lists the fleet with each
-//! session's host, and `prompt`, `watch` and `remove` of a session on B, named through A,
-//! reach B.
+//! session's host, `prompt`, `watch` and `remove` of a session on B, named through A,
+//! reach B, and a `watch` through A follows B back at a new address.
 
 #![allow(
     clippy::unwrap_used,
@@ -25,7 +25,13 @@ const TTL_SECS: &str = "10";
 
 /// A host on a Unix socket in `dir` with its sessions in `dir/sessions`, in `etcd`'s fleet.
 async fn serve(dir: &Path, etcd: &Etcd) -> HostProcess {
-    let sock = format!("unix://{}", dir.join("sock").display());
+    serve_at(dir, "sock", etcd).await
+}
+
+/// As [`serve`], listening on `dir/socket` (a socket path, or a directory for a socket
+/// named `<server-id>.sock` in it).
+async fn serve_at(dir: &Path, socket: &str, etcd: &Etcd) -> HostProcess {
+    let sock = format!("unix://{}", dir.join(socket).display());
     let sessions = dir.join("sessions").display().to_string();
     Box::pin(HostProcess::start(
         &[
@@ -145,6 +151,54 @@ async fn prompt_watch_and_remove_by_name_through_a_reach_the_session_on_b() {
         !dir_b.path().join(format!("sessions/{id}.jsonl")).exists(),
         "B's journal deleted"
     );
+
+    assert!(a.terminate().await.success());
+    assert!(b.terminate().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_through_a_follows_b_restarted_at_another_address() {
+    let Some(etcd) = Etcd::start_or_skip() else {
+        return;
+    };
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = serve(dir_a.path(), &etcd).await;
+    for d in ["one", "two"] {
+        std::fs::create_dir(dir_b.path().join(d)).unwrap();
+    }
+    let b = serve_at(dir_b.path(), "one", &etcd).await;
+    let b_id = b.server_id.clone();
+    create_in(&b.url, "roaming", dir_b.path()).await;
+
+    let mut watch = Command::new(baton())
+        .args(["--connect", &a.url, "watch", "roaming"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let (status, out, err) = cli(&a.url, &["prompt", "roaming", "run `echo before`"]).await;
+    assert!(status.success(), "{err}\n{out}");
+    until(&mut lines, "│ before").await;
+
+    // B stops (its lease revoked), then comes back with the same directory (so the same
+    // server id) on another socket; the first one is gone.
+    let first_socket = b.socket();
+    assert!(b.terminate().await.success());
+    let b = serve_at(dir_b.path(), "two", &etcd).await;
+    assert_eq!(b.server_id, b_id);
+    assert_ne!(b.socket(), first_socket);
+    assert!(!first_socket.exists(), "nothing answers at the old address");
+
+    // The watch found B again through A: a turn taken now shows in it.
+    let (status, out, err) = cli(&a.url, &["prompt", "roaming", "run `echo after`"]).await;
+    assert!(
+        status.success(),
+        "prompt through A after B moved: {err}\n{out}"
+    );
+    until(&mut lines, "│ after").await;
+    watch.kill().await.unwrap();
 
     assert!(a.terminate().await.success());
     assert!(b.terminate().await.success());

@@ -219,6 +219,31 @@ pub(crate) async fn dial(
     ))
 }
 
+/// Where `session` of `owner` lives now, asked through the first host (`first`, a fresh
+/// connection each time, closed again): the owner's first advertised endpoint, or `None`
+/// when that host cannot say (not reachable, `busy` while the owner is not live, another
+/// server holds it now).
+pub(crate) fn relocate(
+    first: baton_client::ClientConfig,
+    session: String,
+    owner: ServerId,
+    timeout: Duration,
+) -> baton_client::Relocate {
+    baton_client::Relocate::new(move || {
+        let (first, session, owner) = (first.clone(), session.clone(), owner.clone());
+        async move {
+            let client = Client::connect(first).await.ok()?;
+            let located = locate(&client, timeout, &session).await;
+            client.close().await;
+            let found = located.ok()??;
+            if found.server_id != owner {
+                return None;
+            }
+            found.endpoints.iter().find_map(|url| url.parse().ok())
+        }
+    })
+}
+
 /// The HOST cell: `server` cut like the table's ids, with `(unavailable)` when not live.
 pub(crate) fn host_cell(shown: &str, live: bool) -> String {
     if live {

@@ -251,6 +251,18 @@ impl Routed {
             .map_or((client, config), |(c, cfg)| (c, cfg))
     }
 
+    /// For a session of another host: the lookup that finds it again, through the first
+    /// host (`first`), before each reconnect.
+    fn relocate(&self, first: &ClientConfig, s: &Settings) -> Option<baton_client::Relocate> {
+        let (owner, _) = self.owner.as_ref()?;
+        Some(fleet::relocate(
+            first.clone(),
+            self.entry.id.clone(),
+            owner.server_id().clone(),
+            timeout(s),
+        ))
+    }
+
     async fn close(self) {
         if let Some((c, _)) = self.owner {
             c.close().await;
@@ -479,6 +491,7 @@ async fn execute(
                 config: via_config,
                 session: &routed.entry,
                 json: s.json,
+                relocate: routed.relocate(config, s),
             })
             .await;
             routed.close().await;
@@ -493,6 +506,7 @@ async fn execute(
                 config: via_config,
                 session: &routed.entry,
                 json: s.json,
+                relocate: routed.relocate(config, s),
             })
             .await;
             routed.close().await;
