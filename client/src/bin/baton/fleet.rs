@@ -16,8 +16,14 @@ use crate::resolve::Entry;
 /// The service a host in a fleet serves; elsewhere it is `service_not_allowed`.
 pub(crate) const SERVICE: &str = "baton.cluster";
 
-/// The chord code of a service the host does not offer.
-const SERVICE_NOT_ALLOWED: &str = "service_not_allowed";
+/// The chord codes of a service the host does not offer: baton's hosts answer the first
+/// (as upstream's provider does); other servers speaking the protocol may answer the second.
+const NOT_OFFERED: [&str; 2] = ["service_not_allowed", "service_not_found"];
+
+/// Whether `e` says the host does not offer [`SERVICE`].
+fn not_offered(e: &RequestError) -> bool {
+    e.code().is_some_and(|c| NOT_OFFERED.contains(&c))
+}
 
 /// The fleet's answer to `list`, or `None` when the host is not in a fleet.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +38,7 @@ pub(crate) struct FleetList {
 pub(crate) fn offered<T>(reply: Result<T, RequestError>) -> Result<Option<T>, Failure> {
     match reply {
         Ok(v) => Ok(Some(v)),
-        Err(e) if e.code() == Some(SERVICE_NOT_ALLOWED) => Ok(None),
+        Err(e) if not_offered(&e) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
@@ -147,12 +153,7 @@ pub(crate) async fn locate(
     {
         // A malformed answer is treated as no fleet answer: the local directory decides.
         Ok(v) => Ok(owner_of(&v)),
-        Err(e)
-            if e.code() == Some(SERVICE_NOT_ALLOWED)
-                || e.kind() == Some(ErrorCode::SessionNotFound) =>
-        {
-            Ok(None)
-        }
+        Err(e) if not_offered(&e) || e.kind() == Some(ErrorCode::SessionNotFound) => Ok(None),
         Err(e) => Err(e),
     }
 }
