@@ -2,7 +2,8 @@
 //! (Debian's `etcd`, started per test on loopback by `baton_testkit::etcd`; without it these
 //! tests report SKIPPED unless `BATON_REQUIRE_ETCD=1`): `sessions` lists the fleet with each
 //! session's host, `prompt`, `watch` and `remove` of a session on B, named through A,
-//! reach B, and a `watch` through A follows B back at a new address.
+//! reach B, a `watch` through A follows B back at a new address, and `create --on` places
+//! by label.
 
 #![allow(
     clippy::unwrap_used,
@@ -31,22 +32,25 @@ async fn serve(dir: &Path, etcd: &Etcd) -> HostProcess {
 /// As [`serve`], listening on `dir/socket` (a socket path, or a directory for a socket
 /// named `<server-id>.sock` in it).
 async fn serve_at(dir: &Path, socket: &str, etcd: &Etcd) -> HostProcess {
+    serve_with(dir, socket, etcd, &[]).await
+}
+
+/// As [`serve_at`], with `extra` flags.
+async fn serve_with(dir: &Path, socket: &str, etcd: &Etcd, extra: &[&str]) -> HostProcess {
     let sock = format!("unix://{}", dir.join(socket).display());
     let sessions = dir.join("sessions").display().to_string();
-    Box::pin(HostProcess::start(
-        &[
-            "--listen",
-            &sock,
-            "--sessions-dir",
-            &sessions,
-            "--cluster",
-            etcd.url(),
-            "--cluster-lease-secs",
-            TTL_SECS,
-        ],
-        &[],
-    ))
-    .await
+    let mut args = vec![
+        "--listen",
+        &sock,
+        "--sessions-dir",
+        &sessions,
+        "--cluster",
+        etcd.url(),
+        "--cluster-lease-secs",
+        TTL_SECS,
+    ];
+    args.extend_from_slice(extra);
+    Box::pin(HostProcess::start(&args, &[])).await
 }
 
 /// `baton create --name NAME --cwd CWD` through `url` → the new session id.
@@ -199,6 +203,55 @@ async fn a_watch_through_a_follows_b_restarted_at_another_address() {
     );
     until(&mut lines, "│ after").await;
     watch.kill().await.unwrap();
+
+    assert!(a.terminate().await.success());
+    assert!(b.terminate().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_on_a_label_through_a_places_the_session_on_the_host_that_carries_it() {
+    let Some(etcd) = Etcd::start_or_skip() else {
+        return;
+    };
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = serve_with(dir_a.path(), "sock", &etcd, &["--label", "zone=eu"]).await;
+    let b = serve_with(
+        dir_b.path(),
+        "sock",
+        &etcd,
+        &["--label", "gpu=a100", "--label", "zone=eu"],
+    )
+    .await;
+
+    let cwd = dir_b.path().display().to_string();
+    let (status, out, err) = cli(
+        &a.url,
+        &[
+            "create", "--on", "gpu=a100", "--name", "placed", "--cwd", &cwd,
+        ],
+    )
+    .await;
+    assert!(status.success(), "create --on through A: {err}");
+    let id = out.trim().to_owned();
+    assert!(
+        dir_b.path().join(format!("sessions/{id}.jsonl")).exists(),
+        "the journal is B's"
+    );
+    let (_, out, _) = cli(&b.url, &["sessions"]).await;
+    assert!(out.contains(&id[..8]), "{out}");
+
+    // Both carry zone=eu: either may take it, and it is created there.
+    let (status, _, err) = cli(&a.url, &["create", "--on", "zone=eu"]).await;
+    assert!(status.success(), "{err}");
+
+    let (status, _, err) = cli(&a.url, &["create", "--on", "gpu=h100"]).await;
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no live host") && err.contains("gpu=h100"),
+        "{err}"
+    );
+    let (status, _, err) = cli(&a.url, &["create", "--on", "gpu"]).await;
+    assert_eq!(status.code(), Some(2), "{err}");
 
     assert!(a.terminate().await.success());
     assert!(b.terminate().await.success());

@@ -195,14 +195,29 @@ pub(crate) async fn dial(
     owner: &Owner,
     config_for: impl Fn(baton_client::Endpoint) -> Result<baton_client::ClientConfig, Failure>,
 ) -> Result<(Client, baton_client::ClientConfig), Failure> {
+    let what = format!(
+        "session {} is on server {}",
+        owner.entry.id, owner.server_id
+    );
+    dial_host(&owner.server_id, &owner.endpoints, &what, config_for).await
+}
+
+/// Connects to the first of `endpoints` that answers as `server_id`; `what` says why, in
+/// the error when none does.
+pub(crate) async fn dial_host(
+    server_id: &ServerId,
+    endpoints: &[String],
+    what: &str,
+    config_for: impl Fn(baton_client::Endpoint) -> Result<baton_client::ClientConfig, Failure>,
+) -> Result<(Client, baton_client::ClientConfig), Failure> {
     let mut last = None;
-    for url in &owner.endpoints {
+    for url in endpoints {
         let Ok(endpoint) = url.parse::<baton_client::Endpoint>() else {
             last = Some(format!("{url}: not an endpoint baton can dial"));
             continue;
         };
         let mut config = config_for(endpoint)?;
-        config.expected_server_id = Some(owner.server_id.clone());
+        config.expected_server_id = Some(server_id.clone());
         match Client::connect(config.clone()).await {
             Ok(c) => return Ok((c, config)),
             Err(e) => last = Some(format!("{url}: {e}")),
@@ -212,9 +227,7 @@ pub(crate) async fn dial(
         EXIT_CONNECT,
         "connect",
         format!(
-            "session {} is on server {}, which could not be reached ({})",
-            owner.entry.id,
-            owner.server_id,
+            "{what}, which could not be reached ({})",
             last.unwrap_or_else(|| "it advertises no endpoint".to_owned())
         ),
     ))
@@ -243,6 +256,78 @@ pub(crate) fn relocate(
             found.endpoints.iter().find_map(|url| url.parse().ok())
         }
     })
+}
+
+/// A live host as `hosts` answers it: what placement weighs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Host {
+    /// Its server id.
+    pub(crate) server_id: ServerId,
+    /// What it advertises.
+    pub(crate) endpoints: Vec<String>,
+    labels: Vec<(String, String)>,
+    /// Open sessions, then attached clients, when last published.
+    load: (u64, u64),
+}
+
+/// The `hosts` result's hosts (malformed entries left out).
+pub(crate) fn hosts_of(v: &Value) -> Vec<Host> {
+    let count = |m: &Value, k: &str| {
+        field(m, k)
+            .as_i64()
+            .and_then(|n| u64::try_from(n).ok())
+            .unwrap_or(u64::MAX)
+    };
+    field(v, "hosts")
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|h| {
+            let server_id = ServerId::parse(field(h, "serverId").as_str()?).ok()?;
+            let endpoints = field(h, "endpoints")
+                .as_array()?
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+            let labels = field(h, "labels")
+                .as_map()
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| Some((k.to_owned(), v.as_str()?.to_owned())))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let load = field(h, "load");
+            Some(Host {
+                server_id,
+                endpoints,
+                labels,
+                load: (count(load, "openSessions"), count(load, "attachedClients")),
+            })
+        })
+        .collect()
+}
+
+/// A `--on KEY=VALUE` as its pair.
+pub(crate) fn label_arg(arg: &str) -> Result<(String, String), Failure> {
+    match arg.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(Failure::usage(format!(
+            "--on {arg:?}: expected KEY=VALUE (a host label)"
+        ))),
+    }
+}
+
+/// The host `create --on` places on: of those carrying every `wanted` label, the one with
+/// the fewest open sessions, then the fewest attached clients, then the lowest server id
+/// (so the choice is the same for everyone reading the same records).
+pub(crate) fn place<'a>(hosts: &'a [Host], wanted: &[(String, String)]) -> Option<&'a Host> {
+    hosts
+        .iter()
+        .filter(|h| wanted.iter().all(|w| h.labels.contains(w)))
+        .min_by(|a, b| (a.load, a.server_id.as_str()).cmp(&(b.load, b.server_id.as_str())))
 }
 
 /// The HOST cell: `server` cut like the table's ids, with `(unavailable)` when not live.
@@ -329,6 +414,45 @@ mod tests {
             ("serverId", Value::from("not-an-id")),
         ]);
         assert_eq!(owner_of(&bad), None);
+    }
+
+    #[test]
+    fn placement_takes_the_least_loaded_host_carrying_every_wanted_label() {
+        let host = |id: &str, labels: &str, open: i64, clients: i64| {
+            Value::from_json(&format!(
+                r#"{{"serverId":"{id}","endpoints":["unix:///{id}"],"labels":{labels},"load":{{"openSessions":{open},"attachedClients":{clients}}}}}"#
+            ))
+            .unwrap()
+        };
+        let v = map(&[(
+            "hosts",
+            Value::Array(vec![
+                host(A, r#"{"gpu":"a100","zone":"eu"}"#, 3, 0),
+                host(B, r#"{"gpu":"a100"}"#, 1, 5),
+                host("not-an-id", r#"{"gpu":"a100"}"#, 0, 0),
+            ]),
+        )]);
+        let hosts = hosts_of(&v);
+        assert_eq!(hosts.len(), 2, "the malformed entry is left out");
+        let want = |pairs: &[&str]| -> Vec<(String, String)> {
+            pairs.iter().map(|p| label_arg(p).unwrap()).collect()
+        };
+        assert_eq!(
+            place(&hosts, &want(&["gpu=a100"]))
+                .unwrap()
+                .server_id
+                .as_str(),
+            B
+        );
+        assert_eq!(
+            place(&hosts, &want(&["gpu=a100", "zone=eu"]))
+                .unwrap()
+                .server_id
+                .as_str(),
+            A
+        );
+        assert_eq!(place(&hosts, &want(&["gpu=h100"])), None);
+        assert!(label_arg("novalue").is_err() && label_arg("=x").is_err());
     }
 
     #[test]

@@ -371,6 +371,52 @@ async fn listed_sessions(client: &Client, s: &Settings) -> Result<(Vec<Value>, b
     ))
 }
 
+/// `create --on`: a connection to the least-loaded live host carrying every label of `on`
+/// (`None`: the connected host is that host).
+async fn placement(
+    client: &Client,
+    s: &Settings,
+    on: &[String],
+) -> Result<Option<(Client, ClientConfig)>, Failure> {
+    let wanted = on
+        .iter()
+        .map(|a| fleet::label_arg(a))
+        .collect::<Result<Vec<_>, _>>()?;
+    let reply = fleet::offered(
+        client
+            .request_with_options(
+                client.server_target(),
+                call(fleet::SERVICE, "hosts", vec![]),
+                RequestOptions {
+                    cancel: None,
+                    timeout: Some(timeout(s)),
+                },
+            )
+            .await,
+    )?
+    .ok_or_else(|| Failure::usage("--on places in a fleet; this host is not in one"))?;
+    let hosts = fleet::hosts_of(&reply.into_value());
+    let Some(host) = fleet::place(&hosts, &wanted) else {
+        return Err(Failure::op(format!(
+            "no live host of the fleet has the labels {}",
+            on.join(", ")
+        )));
+    };
+    if &host.server_id == client.server_id() {
+        return Ok(None);
+    }
+    let what = format!(
+        "--on {} placed the session on server {}",
+        on.join(" "),
+        host.server_id
+    );
+    fleet::dial_host(&host.server_id, &host.endpoints, &what, |e| {
+        owner_config(s, e)
+    })
+    .await
+    .map(Some)
+}
+
 const MODEL_COLUMNS: [Column; 3] = [
     Column::flexible("MODEL"),
     Column::fixed("DEFAULT"),
@@ -433,6 +479,7 @@ async fn execute(
             cwd,
             model,
             thinking,
+            on,
         } => {
             let mut opts = Map::new();
             for (k, v) in [
@@ -445,15 +492,24 @@ async fn execute(
                     opts.insert(k, Value::from(v));
                 }
             }
+            let placed = if on.is_empty() {
+                None
+            } else {
+                placement(client, s, &on).await?
+            };
+            let via = placed.as_ref().map_or(client, |(c, _)| c);
             let created = server_call(
-                client,
+                via,
                 s,
                 "pi.session-management",
                 "create",
                 vec![Value::Map(opts)],
             )
-            .await?
-            .into_value();
+            .await;
+            if let Some((c, _)) = placed {
+                c.close().await;
+            }
+            let created = created?.into_value();
             if s.json {
                 return print_json(&mut out, &created);
             }
