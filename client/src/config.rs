@@ -1,5 +1,8 @@
 //! Client configuration with named defaults.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use baton_protocol::ServerId;
@@ -96,6 +99,40 @@ impl ReconnectPolicy {
     }
 }
 
+/// The future a [`Relocate`] returns.
+type Lookup = Pin<Box<dyn Future<Output = Option<Endpoint>> + Send>>;
+
+/// Where to dial on a reconnect, asked before every attempt: a session's host in a fleet may
+/// come back at another address, which a caller that can look it up (`baton.cluster`
+/// `locate` through another host) knows and the client does not. `None` from it keeps the
+/// endpoint last dialed. Whatever it answers, the attempt still requires
+/// [`ClientConfig::expected_server_id`], so a lookup can move the client only to the same
+/// server; it is bounded by [`ClientConfig::connect_timeout`] (past that, `None`).
+#[derive(Clone)]
+pub struct Relocate(Arc<dyn Fn() -> Lookup + Send + Sync>);
+
+impl Relocate {
+    /// A lookup that runs `f` before each reconnect attempt.
+    pub fn new<F, Fut>(f: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Option<Endpoint>> + Send + 'static,
+    {
+        Self(Arc::new(move || Box::pin(f())))
+    }
+
+    /// Runs the lookup once.
+    pub(crate) fn lookup(&self) -> Lookup {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Relocate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Relocate(..)")
+    }
+}
+
 /// Everything a [`Client`](crate::Client) needs to connect.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -118,6 +155,8 @@ pub struct ClientConfig {
     /// TCP keepalive and user timeout on `tcp://` and `tls://` sockets (on by default with
     /// [`KeepaliveConfig::default`]); `None` leaves the kernel's defaults.
     pub tcp_keepalive: Option<KeepaliveConfig>,
+    /// Where to dial on each reconnect (`None`: always [`endpoint`](Self::endpoint)).
+    pub relocate: Option<Relocate>,
 }
 
 impl ClientConfig {
@@ -133,6 +172,7 @@ impl ClientConfig {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             reconnect: None,
             tcp_keepalive: Some(KeepaliveConfig::default()),
+            relocate: None,
         }
     }
 }

@@ -249,6 +249,26 @@ impl Driver {
             }
             if mem::take(&mut self.dial) {
                 let mailbox = Arc::clone(&self.mailbox);
+                if let Some(relocate) = self.config.relocate.clone() {
+                    let found = tokio::select! {
+                        biased;
+                        why = mailbox.stopped() => Err(why),
+                        found = tokio::time::timeout(self.config.connect_timeout, relocate.lookup()) => Ok(found.ok().flatten()),
+                    };
+                    match found {
+                        Err(why) => {
+                            self.conn.close(why);
+                            continue;
+                        }
+                        Ok(Some(endpoint)) => {
+                            if let Err(e) = self.retarget(endpoint) {
+                                self.conn.handle_connect_failed(now(), &e);
+                                continue;
+                            }
+                        }
+                        Ok(None) => {}
+                    }
+                }
                 let dialled = tokio::select! {
                     biased;
                     why = mailbox.stopped() => Err(why),
@@ -279,6 +299,16 @@ impl Driver {
                 () = sleep_until(deadline) => self.conn.handle_timeout(now()),
             }
         }
+    }
+
+    /// Dials `endpoint` from now on (a [`Relocate`](crate::Relocate) answer), with TLS set up
+    /// for it if it is the first `tls://` one.
+    fn retarget(&mut self, endpoint: Endpoint) -> Result<(), ConnectError> {
+        if matches!(endpoint, Endpoint::Tls { .. }) && self.tls.is_none() {
+            self.tls = Some(tls::client_config(&self.config.tls)?);
+        }
+        self.config.endpoint = endpoint;
+        Ok(())
     }
 
     /// Serves one live transport until it is lost or the client closes.

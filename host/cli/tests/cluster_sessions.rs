@@ -228,7 +228,10 @@ async fn a_session_created_on_b_is_listed_and_located_through_a_its_name_is_take
     assert!(refused.to_string().contains("is taken"), "{refused}");
     let (status, out, err) = cli(&a.url, &["sessions"]).await;
     assert!(status.success(), "{err}");
-    assert!(!out.contains("build-42"), "nothing created on A: {out}");
+    // The fleet's table through A: B's one session of that name, nothing created on A.
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains("build-42")).collect();
+    assert_eq!(rows.len(), 1, "nothing created on A: {out}");
+    assert!(rows[0].contains(&b.server_id[..8]), "B's: {out}");
 
     // The catalogue names the service.
     let catalogue = call(&via_a, "$chord.service", "catalogue", vec![])

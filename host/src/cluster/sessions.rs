@@ -178,12 +178,13 @@ impl EtcdSessions {
                 "etcd answered the read without its results".into(),
             ));
         };
-        let hosts: HashMap<String, MemberRecord> = hosts
+        let members: Vec<MemberRecord> = hosts
             .kvs()
             .iter()
             .filter_map(|kv| decoded::<MemberRecord>(kv.key(), kv.value()))
-            .map(|m| (m.server_id.clone(), m))
             .collect();
+        let hosts: HashMap<String, &MemberRecord> =
+            members.iter().map(|m| (m.server_id.clone(), m)).collect();
         let sessions = sessions
             .kvs()
             .iter()
@@ -199,6 +200,7 @@ impl EtcdSessions {
             .collect();
         Ok(FleetView {
             sessions,
+            hosts: members,
             stale: *self.health.borrow() != Health::Serving,
         })
     }

@@ -1,6 +1,7 @@
 //! `baton.cluster` (feature `cluster`, served once the host joined a fleet's directory):
 //! `locate` a session by id, name or id prefix → its host; `list` the fleet's sessions with
-//! their hosts (docs/services.md).
+//! their hosts; `hosts` the live hosts with their labels and load, for placement
+//! (docs/services.md).
 //!
 //! Both filter by the same sight as `pi.session-directory` (`super::access`): a session the
 //! caller may not see is never listed and never located (`session_not_found`), so neither a
@@ -36,6 +37,11 @@ pub(crate) async fn invoke(
             arity(args, 0, "[]")?;
             let view = fleet.fleet().await.map_err(|e| e.to_service_error())?;
             Ok(Some(list_value(&view, &sight)))
+        }
+        "hosts" => {
+            arity(args, 0, "[]")?;
+            let view = fleet.fleet().await.map_err(|e| e.to_service_error())?;
+            Ok(Some(hosts_value(&view)))
         }
         "locate" => {
             const USAGE: &str = "[sessionIdOrNameOrPrefix]";
@@ -106,6 +112,44 @@ fn list_value(view: &FleetView, sight: &Sight) -> Value {
     Value::Map(m)
 }
 
+/// `{"hosts": [{"serverId", "endpoints", "labels", "load": {"openSessions",
+/// "attachedClients"}, "since"}…], "stale": bool}`: every live host (what any caller may
+/// already dial; no session is named).
+fn hosts_value(view: &FleetView) -> Value {
+    let hosts = view
+        .hosts
+        .iter()
+        .map(|h| {
+            let mut labels = Map::new();
+            for (k, v) in &h.labels {
+                labels.insert(k.as_str(), Value::from(v.clone()));
+            }
+            let mut load = Map::new();
+            load.insert("openSessions", count(h.load.open_sessions));
+            load.insert("attachedClients", count(h.load.attached_clients));
+            let mut m = Map::new();
+            m.insert("serverId", Value::from(h.server_id.clone()));
+            m.insert(
+                "endpoints",
+                Value::Array(h.advertise.iter().cloned().map(Value::from).collect()),
+            );
+            m.insert("labels", Value::Map(labels));
+            m.insert("load", Value::Map(load));
+            m.insert("since", Value::from(h.since.clone()));
+            Value::Map(m)
+        })
+        .collect();
+    let mut m = Map::new();
+    m.insert("hosts", Value::Array(hosts));
+    m.insert("stale", Value::from(view.stale));
+    Value::Map(m)
+}
+
+/// A count as a protocol integer (saturating at the largest one).
+fn count(n: u64) -> Value {
+    Value::try_from(i64::try_from(n).unwrap_or(i64::MAX)).unwrap_or(Value::Null)
+}
+
 /// `{"sessionId", "name"?, "createdAt", "serverId", "endpoints": [..], "live", "stale"}`.
 fn session_value(s: &FleetSession, stale: bool) -> Value {
     let mut m = Map::new();
@@ -151,6 +195,7 @@ mod tests {
                 session("aaaaaaaa-2", "unix:uid=2", "theirs", true),
                 session("bbbbbbbb-3", "unix:uid=2", "mine", false),
             ],
+            hosts: Vec::new(),
             stale: false,
         }
     }

@@ -14,7 +14,7 @@ use thiserror::Error;
 
 use super::errors::{busy, invalid, service_error};
 use super::shared::Shared;
-use crate::cluster::record::SessionRecord;
+use crate::cluster::record::{MemberRecord, SessionRecord};
 use crate::future::BoxFuture;
 use crate::session::{CreateOptions, new_session_id};
 
@@ -47,6 +47,8 @@ pub struct FleetSession {
 pub struct FleetView {
     /// Every session, in key order.
     pub sessions: Vec<FleetSession>,
+    /// Every live host's member record, in key order (server id), for placement.
+    pub hosts: Vec<MemberRecord>,
     /// This host's view of etcd is not current (it cannot renew its lease, or the read
     /// failed and this is the last one that did not).
     pub stale: bool,

@@ -30,7 +30,7 @@ const SERVICES: [&str; 3] = [MANAGEMENT, directory::SERVICE, MODELS];
 const MODELS_METHODS: &[&str] = &["list"];
 /// `baton.cluster`, catalogued after [`SERVICES`] when the host is in a fleet.
 const CLUSTER: &str = "baton.cluster";
-const CLUSTER_METHODS: &[&str] = &["locate", "list"];
+const CLUSTER_METHODS: &[&str] = &["hosts", "locate", "list"];
 const MODELS_MEMBER: &str = "models";
 
 /// One connection's server-scope services.

@@ -138,6 +138,10 @@ pub(crate) enum Command {
         /// Its thinking level.
         #[arg(long, value_name = "LEVEL")]
         thinking: Option<String>,
+        /// In a fleet: place it on the least-loaded live host with this label (repeatable:
+        /// every one must match).
+        #[arg(long = "on", value_name = "KEY=VALUE")]
+        on: Vec<String>,
     },
     /// Send a prompt, stream the reply, and exit when the turn settles.
     Prompt {
@@ -291,7 +295,8 @@ mod tests {
                 name: Some("demo".into()),
                 cwd: Some("/tmp".into()),
                 model: None,
-                thinking: None
+                thinking: None,
+                on: Vec::new(),
             }
         );
     }

@@ -31,6 +31,7 @@ pub(crate) async fn reconnecting_client(target: &Target<'_>) -> Result<Client, F
     let mut config = target.config.clone();
     config.reconnect = Some(reconnect_policy());
     config.expected_server_id = Some(target.client.server_id().clone());
+    config.relocate.clone_from(&target.relocate);
     Ok(Client::connect(config).await?)
 }
 

@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use baton_client::{Client, ClientConfig, Reply, Session, Subscription};
+use baton_client::{Client, ClientConfig, Relocate, Reply, Session, Subscription};
 use baton_protocol::chord::{ServiceCall, ServiceMode};
 use baton_protocol::{ErrorCode, Value};
 
@@ -12,7 +12,7 @@ use crate::line_view::{Printer, TranscriptProgress, piece_json};
 use crate::resolve::Entry;
 
 /// What `attach` and `watch` are given: a connected client and the resolved session.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Target<'a> {
     /// The connected client (no reconnect policy: `config` can open one that has it).
     pub(crate) client: &'a Client,
@@ -21,6 +21,9 @@ pub(crate) struct Target<'a> {
     pub(crate) config: &'a ClientConfig,
     /// The session, already resolved from its id, name or prefix.
     pub(crate) session: &'a Entry,
+    /// For a session of another fleet host: where to dial on each reconnect (located again
+    /// through the host `baton` first connected to).
+    pub(crate) relocate: Option<Relocate>,
     /// `--json`: machine-readable output.
     pub(crate) json: bool,
 }

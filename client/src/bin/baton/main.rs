@@ -15,6 +15,7 @@ mod config;
 mod discover;
 mod ending;
 mod failure;
+mod fleet;
 mod item;
 mod line_view;
 mod links;
@@ -35,8 +36,9 @@ use baton_client::{
     Client, ClientConfig, Endpoint, Reply, RequestOptions, SubscriptionEvent, TlsOptions,
 };
 use baton_protocol::unix::BaseDir;
-use baton_protocol::{Map, ServerId, Value};
-use failure::{EXIT_USAGE, Failure};
+use baton_protocol::{ErrorCode, Map, ServerId, Value};
+use failure::{EXIT_NOT_FOUND, EXIT_USAGE, Failure};
+use fleet::{Backoff, FleetList};
 use line_view::{Printer, TranscriptProgress};
 use live::{Target, call, field, open_session, print_json, render, session_state, text};
 use resolve::Entry;
@@ -229,6 +231,192 @@ async fn resolve_session(client: &Client, s: &Settings, input: &str) -> Result<E
     Ok(resolve::resolve(input, &entries)?.clone())
 }
 
+/// The session a `<SESSION>` argument names and the client that reaches it.
+struct Routed {
+    entry: Entry,
+    /// A connection to the session's owner when it is another host of the fleet (with the
+    /// configuration it was made with); `None`: the connected host holds it.
+    owner: Option<(Client, ClientConfig)>,
+}
+
+impl Routed {
+    /// The client and configuration to use for the session.
+    fn via<'a>(
+        &'a self,
+        client: &'a Client,
+        config: &'a ClientConfig,
+    ) -> (&'a Client, &'a ClientConfig) {
+        self.owner
+            .as_ref()
+            .map_or((client, config), |(c, cfg)| (c, cfg))
+    }
+
+    /// For a session of another host: the lookup that finds it again, through the first
+    /// host (`first`), before each reconnect.
+    fn relocate(&self, first: &ClientConfig, s: &Settings) -> Option<baton_client::Relocate> {
+        let (owner, _) = self.owner.as_ref()?;
+        Some(fleet::relocate(
+            first.clone(),
+            self.entry.id.clone(),
+            owner.server_id().clone(),
+            timeout(s),
+        ))
+    }
+
+    async fn close(self) {
+        if let Some((c, _)) = self.owner {
+            c.close().await;
+        }
+    }
+}
+
+/// The settings for dialing a fleet member's advertised endpoint: the CLI's TLS and
+/// identity options, without `--server-name` (it names the first host, not the owner) and
+/// pinned to the owner's server id by [`fleet::dial`].
+fn owner_config(s: &Settings, endpoint: Endpoint) -> Result<ClientConfig, Failure> {
+    let mut s = s.clone();
+    s.server_name_flag = false;
+    s.tls.server_name = None;
+    client_config(&s, endpoint)
+}
+
+/// Resolves a `<SESSION>` argument where it lives: through `baton.cluster` `locate` on a
+/// host in a fleet (dialing the owner when it is another host), else against the local
+/// directory. The owner not being live is retried with the reconnect backoff under
+/// [`OnBusy::Retry`], else it is the host's one-line `busy`; a session the local directory
+/// resolves is served locally whatever etcd says.
+async fn route(
+    client: &Client,
+    s: &Settings,
+    input: &str,
+    on_busy: OnBusy,
+) -> Result<Routed, Failure> {
+    let mut backoff = Backoff::default();
+    loop {
+        match fleet::locate(client, timeout(s), input).await {
+            Ok(Some(owner)) if &owner.server_id == client.server_id() => {
+                return Ok(Routed {
+                    entry: owner.entry,
+                    owner: None,
+                });
+            }
+            Ok(Some(owner)) => {
+                let dialed = fleet::dial(&owner, |e| owner_config(s, e)).await?;
+                return Ok(Routed {
+                    entry: owner.entry,
+                    owner: Some(dialed),
+                });
+            }
+            Ok(None) => break,
+            Err(e) if e.kind() == Some(ErrorCode::SessionAmbiguous) => {
+                return Err(Failure::new(
+                    EXIT_NOT_FOUND,
+                    ErrorCode::SessionAmbiguous.as_str(),
+                    e.to_string(),
+                ));
+            }
+            Err(e) if e.kind() == Some(ErrorCode::Busy) => {
+                if let Ok(entry) = resolve_session(client, s, input).await {
+                    return Ok(Routed { entry, owner: None });
+                }
+                match on_busy {
+                    OnBusy::Fail => return Err(e.into()),
+                    OnBusy::Retry => backoff.wait(&e).await?,
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Routed {
+        entry: resolve_session(client, s, input).await?,
+        owner: None,
+    })
+}
+
+/// How [`route`] meets a `busy` from `locate` (the owner not live).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnBusy {
+    /// A one-line error (`prompt`, `remove`).
+    Fail,
+    /// Retried with the reconnect backoff, saying "reconnecting" (`attach`, `watch`).
+    Retry,
+}
+
+/// `baton sessions`' rows: the fleet's when the host is in one (with a warning on stderr
+/// when its view is stale), else the local directory's. `true` when they are the fleet's.
+async fn listed_sessions(client: &Client, s: &Settings) -> Result<(Vec<Value>, bool), Failure> {
+    let local = session_rows(client, s).await?;
+    let listed = fleet::offered(
+        client
+            .request_with_options(
+                client.server_target(),
+                call(fleet::SERVICE, "list", vec![]),
+                RequestOptions {
+                    cancel: None,
+                    timeout: Some(timeout(s)),
+                },
+            )
+            .await,
+    )?;
+    let Some(reply) = listed else {
+        return Ok((local, false));
+    };
+    let fleet = FleetList::from_value(&reply.into_value());
+    if fleet.stale {
+        eprintln!("baton: {}", fleet::STALE_WARNING);
+    }
+    Ok((
+        fleet::merge(&fleet, &local, client.server_id().as_str()),
+        true,
+    ))
+}
+
+/// `create --on`: a connection to the least-loaded live host carrying every label of `on`
+/// (`None`: the connected host is that host).
+async fn placement(
+    client: &Client,
+    s: &Settings,
+    on: &[String],
+) -> Result<Option<(Client, ClientConfig)>, Failure> {
+    let wanted = on
+        .iter()
+        .map(|a| fleet::label_arg(a))
+        .collect::<Result<Vec<_>, _>>()?;
+    let reply = fleet::offered(
+        client
+            .request_with_options(
+                client.server_target(),
+                call(fleet::SERVICE, "hosts", vec![]),
+                RequestOptions {
+                    cancel: None,
+                    timeout: Some(timeout(s)),
+                },
+            )
+            .await,
+    )?
+    .ok_or_else(|| Failure::usage("--on places in a fleet; this host is not in one"))?;
+    let hosts = fleet::hosts_of(&reply.into_value());
+    let Some(host) = fleet::place(&hosts, &wanted) else {
+        return Err(Failure::op(format!(
+            "no live host of the fleet has the labels {}",
+            on.join(", ")
+        )));
+    };
+    if &host.server_id == client.server_id() {
+        return Ok(None);
+    }
+    let what = format!(
+        "--on {} placed the session on server {}",
+        on.join(" "),
+        host.server_id
+    );
+    fleet::dial_host(&host.server_id, &host.endpoints, &what, |e| {
+        owner_config(s, e)
+    })
+    .await
+    .map(Some)
+}
+
 const MODEL_COLUMNS: [Column; 3] = [
     Column::flexible("MODEL"),
     Column::fixed("DEFAULT"),
@@ -257,7 +445,7 @@ async fn execute(
     let mut out = std::io::stdout().lock();
     match command {
         Command::Sessions => {
-            let rows = session_rows(client, s).await?;
+            let (rows, in_fleet) = listed_sessions(client, s).await?;
             if s.json {
                 return print_json(&mut out, &Value::Array(rows));
             }
@@ -265,7 +453,11 @@ async fn execute(
                 writeln!(out, "no sessions")?;
                 return Ok(());
             }
-            let t = sessions::render(&rows, table::output_width());
+            let t = if in_fleet {
+                sessions::render_fleet(&rows, table::output_width())
+            } else {
+                sessions::render(&rows, table::output_width())
+            };
             out.write_all(t.as_bytes())?;
             Ok(())
         }
@@ -287,6 +479,7 @@ async fn execute(
             cwd,
             model,
             thinking,
+            on,
         } => {
             let mut opts = Map::new();
             for (k, v) in [
@@ -299,15 +492,24 @@ async fn execute(
                     opts.insert(k, Value::from(v));
                 }
             }
+            let placed = if on.is_empty() {
+                None
+            } else {
+                placement(client, s, &on).await?
+            };
+            let via = placed.as_ref().map_or(client, |(c, _)| c);
             let created = server_call(
-                client,
+                via,
                 s,
                 "pi.session-management",
                 "create",
                 vec![Value::Map(opts)],
             )
-            .await?
-            .into_value();
+            .await;
+            if let Some((c, _)) = placed {
+                c.close().await;
+            }
+            let created = created?.into_value();
             if s.json {
                 return print_json(&mut out, &created);
             }
@@ -315,43 +517,56 @@ async fn execute(
             Ok(())
         }
         Command::Remove { session } => {
-            let entry = resolve_session(client, s, &session).await?;
-            server_call(
-                client,
+            let routed = route(client, s, &session, OnBusy::Fail).await?;
+            let (via, _) = routed.via(client, config);
+            let result = server_call(
+                via,
                 s,
                 "pi.session-management",
                 "remove",
-                vec![Value::from(entry.id)],
+                vec![Value::from(routed.entry.id.as_str())],
             )
-            .await?;
-            Ok(())
+            .await;
+            routed.close().await;
+            result.map(drop)
         }
         Command::Prompt { session, text } => {
             drop(out);
-            let entry = resolve_session(client, s, &session).await?;
-            prompt(client, s, &entry.id, &text.join(" ")).await
+            let routed = route(client, s, &session, OnBusy::Fail).await?;
+            let (via, _) = routed.via(client, config);
+            let result = prompt(via, s, &routed.entry.id, &text.join(" ")).await;
+            routed.close().await;
+            result
         }
         Command::Watch { session } => {
             drop(out);
-            let entry = resolve_session(client, s, &session).await?;
-            watch::run(Target {
-                client,
-                config,
-                session: &entry,
+            let routed = route(client, s, &session, OnBusy::Retry).await?;
+            let (via, via_config) = routed.via(client, config);
+            let result = watch::run(Target {
+                client: via,
+                config: via_config,
+                session: &routed.entry,
                 json: s.json,
+                relocate: routed.relocate(config, s),
             })
-            .await
+            .await;
+            routed.close().await;
+            result
         }
         Command::Attach { session } => {
             drop(out);
-            let entry = resolve_session(client, s, &session).await?;
-            attach::run(Target {
-                client,
-                config,
-                session: &entry,
+            let routed = route(client, s, &session, OnBusy::Retry).await?;
+            let (via, via_config) = routed.via(client, config);
+            let result = attach::run(Target {
+                client: via,
+                config: via_config,
+                session: &routed.entry,
                 json: s.json,
+                relocate: routed.relocate(config, s),
             })
-            .await
+            .await;
+            routed.close().await;
+            result
         }
         Command::Link {
             session,

@@ -20,6 +20,48 @@ pub(crate) const COLUMNS: [Column; 6] = [
     Column::path("CWD"),
 ];
 
+/// The columns of a fleet's table: a HOST column after NAME.
+pub(crate) const FLEET_COLUMNS: [Column; 7] = [
+    Column::fixed("ID"),
+    Column::flexible("NAME"),
+    Column::flexible("HOST"),
+    Column::fixed("PHASE"),
+    Column::flexible("MODEL"),
+    Column::flexible("UPDATED"),
+    Column::path("CWD"),
+];
+
+/// The fleet's table of `rows` ([`crate::fleet::merge`]'s) within `width` characters per
+/// line: HOST is the server id cut like the session ids (to what tells the listed hosts
+/// apart), with `(unavailable)` for a host whose lease expired.
+pub(crate) fn render_fleet(rows: &[Value], width: usize) -> String {
+    let ids: Vec<String> = rows.iter().map(|r| text(field(r, "id"))).collect();
+    let mut servers: Vec<String> = rows.iter().map(|r| text(field(r, "serverId"))).collect();
+    servers.sort();
+    servers.dedup();
+    let shown_servers = shown_ids(&servers);
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .zip(shown_ids(&ids))
+        .map(|(r, id)| {
+            let server = text(field(r, "serverId"));
+            let host = servers
+                .binary_search(&server)
+                .map_or(server.clone(), |i| shown_servers[i].clone());
+            vec![
+                id,
+                text(field(r, "name")),
+                crate::fleet::host_cell(&host, field(r, "live").as_bool() == Some(true)),
+                phase_label(&text(field(r, "phase"))).to_owned(),
+                text(field(r, "model")),
+                short_time(field(r, "updatedAt")),
+                text(field(r, "cwd")),
+            ]
+        })
+        .collect();
+    table::render(&FLEET_COLUMNS, &cells, width)
+}
+
 /// The table of `rows` (directory entries) within `width` characters per line.
 pub(crate) fn render(rows: &[Value], width: usize) -> String {
     let ids: Vec<String> = rows.iter().map(|r| text(field(r, "id"))).collect();
@@ -198,6 +240,25 @@ mod tests {
                 "fedcba98-0000-4000-8000-000000000002-copy",
             ]
         );
+    }
+
+    #[test]
+    fn the_fleet_table_names_each_sessions_host_and_marks_one_not_live() {
+        let rows = [
+            Value::from_json(
+                r#"{"id":"s-1","name":"a","serverId":"aaaaaaaa-0000-4000-8000-000000000001","live":true,"phase":"idle"}"#,
+            )
+            .unwrap(),
+            Value::from_json(
+                r#"{"id":"s-2","name":null,"serverId":"bbbbbbbb-0000-4000-8000-000000000002","live":false}"#,
+            )
+            .unwrap(),
+        ];
+        let t = render_fleet(&rows, 200);
+        let lines: Vec<&str> = t.lines().map(str::trim_end).collect();
+        assert!(lines[0].starts_with("ID   NAME  HOST"), "{t}");
+        assert!(lines[1].contains(" aaaaaaaa "), "{t}");
+        assert!(lines[2].contains(" bbbbbbbb (unavailable) "), "{t}");
     }
 
     #[test]
