@@ -17,12 +17,10 @@ use std::process::Stdio;
 
 use baton_protocol::Value;
 use baton_testkit::etcd::Etcd;
+use common::fleet::{CALM_TTL_SECS, serve_in_fleet};
 use common::{HostProcess, baton, cli, until};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
-
-/// A host's lease: long, so a loaded machine never lets it lapse under the test.
-const TTL_SECS: &str = "10";
 
 /// A host on a Unix socket in `dir` with its sessions in `dir/sessions`, in `etcd`'s fleet.
 async fn serve(dir: &Path, etcd: &Etcd) -> HostProcess {
@@ -37,20 +35,7 @@ async fn serve_at(dir: &Path, socket: &str, etcd: &Etcd) -> HostProcess {
 
 /// As [`serve_at`], with `extra` flags.
 async fn serve_with(dir: &Path, socket: &str, etcd: &Etcd, extra: &[&str]) -> HostProcess {
-    let sock = format!("unix://{}", dir.join(socket).display());
-    let sessions = dir.join("sessions").display().to_string();
-    let mut args = vec![
-        "--listen",
-        &sock,
-        "--sessions-dir",
-        &sessions,
-        "--cluster",
-        etcd.url(),
-        "--cluster-lease-secs",
-        TTL_SECS,
-    ];
-    args.extend_from_slice(extra);
-    Box::pin(HostProcess::start(&args, &[])).await
+    serve_in_fleet(dir, socket, etcd, CALM_TTL_SECS, extra).await
 }
 
 /// `baton create --name NAME --cwd CWD` through `url` → the new session id.

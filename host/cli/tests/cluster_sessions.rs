@@ -23,78 +23,17 @@ use baton_host::cluster::record::{self, SessionRecord};
 use baton_protocol::chord::ServiceCall;
 use baton_protocol::{Map, ServerId, Value};
 use baton_testkit::etcd::Etcd;
+use common::fleet::{CALM_TTL_SECS, deleted, etcd_client, get, serve_in_fleet};
 use common::state::{guard, guard_within};
 use common::{HostProcess, cli};
-use etcd_client::{Client, EventType, WatchOptions};
+use etcd_client::Client;
 
 /// The lease TTL of the host killed in the expiry test, the shortest accepted.
 const TTL_SECS: u64 = 2;
-/// The TTL of every other host: a loaded machine never pauses it under its own test.
-const CALM_TTL_SECS: u64 = 10;
-
 /// A host on a Unix socket in `dir` with its sessions in `dir/sessions`, in the fleet of
 /// `etcd`, with a lease of `ttl` seconds and `extra` flags.
 async fn serve(dir: &Path, etcd: &Etcd, ttl: u64, extra: &[&str]) -> HostProcess {
-    let sock = format!("unix://{}", dir.join("sock").display());
-    let sessions = dir.join("sessions").display().to_string();
-    let ttl = ttl.to_string();
-    let mut args = vec![
-        "--listen",
-        &sock,
-        "--sessions-dir",
-        &sessions,
-        "--cluster",
-        etcd.url(),
-        "--cluster-lease-secs",
-        &ttl,
-    ];
-    args.extend_from_slice(extra);
-    Box::pin(HostProcess::start(&args, &[])).await
-}
-
-async fn etcd_client(etcd: &Etcd) -> Client {
-    guard(
-        "connect to etcd",
-        Box::pin(Client::connect([etcd.url()], None)),
-    )
-    .await
-    .unwrap()
-}
-
-/// The value of `key`, if any, and the revision it was read at.
-async fn get(client: &mut Client, key: &str) -> (Option<Vec<u8>>, i64) {
-    let response = guard("etcd get", Box::pin(client.get(key, None)))
-        .await
-        .unwrap();
-    let revision = response.header().unwrap().revision();
-    (
-        response.kvs().first().map(|kv| kv.value().to_vec()),
-        revision,
-    )
-}
-
-/// Waits, on a watch from the revision read, until `key` is deleted.
-async fn deleted(client: &mut Client, key: &str) {
-    let (value, revision) = get(client, key).await;
-    if value.is_none() {
-        return;
-    }
-    let mut events = Box::pin(client.watch(
-        key,
-        Some(WatchOptions::new().with_start_revision(revision + 1)),
-    ))
-    .await
-    .unwrap();
-    while let Some(response) = events.message().await.unwrap() {
-        if response
-            .events()
-            .iter()
-            .any(|e| e.event_type() == EventType::Delete)
-        {
-            return;
-        }
-    }
-    panic!("the watch of {key} ended");
+    serve_in_fleet(dir, "sock", etcd, ttl, extra).await
 }
 
 async fn connect(endpoint: Endpoint) -> BatonClient {

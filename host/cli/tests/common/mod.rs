@@ -21,6 +21,8 @@ pub(crate) mod state;
 
 /// A host that serves only a fixed session directory, for ids a baton host never makes.
 pub(crate) mod directory;
+/// A `baton-host serve --cluster` and etcd read as another party would (the etcd suites).
+pub(crate) mod fleet;
 /// The FIFO gates that hold a scripted tool call until the test lets it finish.
 pub(crate) mod gate;
 /// A relay whose host→client direction a test can hold (a frozen replica, on demand).
