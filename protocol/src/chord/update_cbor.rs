@@ -153,52 +153,25 @@ pub(crate) fn read_leaf_update<'a, 'd>(
     bytes: &'a [u8],
     codec_of: impl FnOnce(&str) -> Option<&'d OpDecoder>,
 ) -> Option<LeafUpdate<'a, 'd>> {
-    let mut codec_of = Some(codec_of);
-    let mut r = Reader::new(bytes, &VALIDATED).ok()?;
-    if r.map_len(0).ok()? != Some(4) {
-        return None;
-    }
-    let (mut ty, mut member, mut sequence, mut ops) = (false, None, None, None);
     let mut few: [Option<(LeafOp<'a>, Resolved<'d>)>; FEW] = Default::default();
-    for _ in 0..4 {
-        match r.key_among(1, &STATE_KEYS).ok()? {
-            "type" if !ty => {
-                if r.text_or_skip_among(1, &["state"]).ok()?? != "state" {
-                    return None;
-                }
-                ty = true;
+    let (member, sequence, (codec, ops, len)) = state_fields(bytes, |r, member| {
+        let codec = codec_of(member?)?;
+        let len = r.array_len(1).ok()??;
+        let start = r.clone();
+        let mut previous = None;
+        for i in 0..len {
+            let (at, op) = leaf(read_op(r)?)?;
+            let path = resolve(codec, at, previous.take())?;
+            if let Some(slot) = few.get_mut(i) {
+                *slot = Some((op, path.clone()));
             }
-            "member" if member.is_none() => {
-                member = Some(r.text_or_skip(1).ok()??).filter(|m| !m.is_empty());
-                member?;
-            }
-            "sequence" if sequence.is_none() => {
-                sequence = Some(r.unsigned(1).ok()??).filter(|s| *s >= 1);
-                sequence?;
-            }
-            "ops" if ops.is_none() => {
-                let codec = codec_of.take()?(member?)?;
-                let len = r.array_len(1).ok()??;
-                let start = r.clone();
-                let mut previous = None;
-                for i in 0..len {
-                    let (at, op) = leaf(read_op(&mut r)?)?;
-                    let path = resolve(codec, at, previous.take())?;
-                    if let Some(slot) = few.get_mut(i) {
-                        *slot = Some((op, path.clone()));
-                    }
-                    previous = Some(path);
-                }
-                ops = Some((codec, start, len));
-            }
-            _ => return None,
+            previous = Some(path);
         }
-    }
-    r.finish().ok()?;
-    let (codec, ops, len) = ops?;
+        Some((codec, start, len))
+    })?;
     Some(LeafUpdate {
-        member: member?,
-        sequence: sequence?,
+        member,
+        sequence,
         codec,
         ops,
         len,
@@ -211,12 +184,22 @@ fn read_state<'a>(
     bytes: &'a [u8],
     arena: &mut Vec<Value>,
 ) -> Option<(&'a str, u64, Vec<Slot<'a>>)> {
+    state_fields(bytes, |r, _member| read_ops(r, arena))
+}
+
+/// The four fields of a singleton `state` update (exactly those keys, each once: `instance`,
+/// a keyed state, goes the general way), with its ops read by `ops`, which is given the
+/// member if it came before them. `None` for anything else.
+fn state_fields<'a, T>(
+    bytes: &'a [u8],
+    ops: impl FnOnce(&mut Reader<'a, 'static>, Option<&'a str>) -> Option<T>,
+) -> Option<(&'a str, u64, T)> {
+    let mut ops_reader = Some(ops);
     let mut r = Reader::new(bytes, &VALIDATED).ok()?;
-    // Exactly the four keys: `instance` (a keyed state) goes the general way.
     if r.map_len(0).ok()? != Some(4) {
         return None;
     }
-    let (mut ty, mut member, mut sequence, mut ops) = (false, None, None, None);
+    let (mut ty, mut member, mut sequence, mut read) = (false, None, None, None);
     for _ in 0..4 {
         match r.key_among(1, &STATE_KEYS).ok()? {
             "type" if !ty => {
@@ -233,13 +216,13 @@ fn read_state<'a>(
                 sequence = Some(r.unsigned(1).ok()??).filter(|s| *s >= 1);
                 sequence?;
             }
-            "ops" if ops.is_none() => ops = Some(read_ops(&mut r, arena)?),
+            "ops" if read.is_none() => read = Some(ops_reader.take()?(&mut r, member)?),
             _ => return None,
         }
     }
     r.finish().ok()?;
     // Four distinct known keys were read, so all four are present.
-    Some((member?, sequence?, ops?))
+    Some((member?, sequence?, read?))
 }
 
 fn read_ops<'a>(r: &mut Reader<'a, '_>, arena: &mut Vec<Value>) -> Option<Vec<Slot<'a>>> {
