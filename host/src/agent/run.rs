@@ -154,7 +154,9 @@ async fn stream_assistant(
                 biased;
                 () = cancel.cancelled() => { aborted = true; break; }
                 ev = stream.next() => {
-                    let Some(ev) = ev else { break };
+                    // A stream ends when cancelled too, and the abort may have landed
+                    // after the branch above looked: the token decides, not the end.
+                    let Some(ev) = ev else { aborted = cancel.is_cancelled(); break };
                     for update in builder.apply(ev) {
                         ctx.emit(LoopEvent::AssistantUpdate(update));
                     }

@@ -390,6 +390,25 @@ async fn abort_mid_stream_settles_an_aborted_message_and_runs_no_tools() {
     assert_eq!(p.calls(), 1);
 }
 
+/// The project's CI once saw `error` here: the abort fired on another thread between the
+/// loop's look at the token and the stream's, so the stream ended (as it does when
+/// cancelled) and the loop took the end for a stream cut short.
+#[tokio::test]
+async fn an_abort_the_stream_sees_before_the_loop_still_settles_aborted() {
+    let p = FakeProvider::new(vec![vec![text("partial "), Step::CancelAndEnd]]);
+    let ctx = TestCtx::new();
+    let cancel = CancellationToken::new();
+    let out = go(&config(p.clone(), tools(vec![])), &ctx, &cancel).await;
+    assert!(cancel.is_cancelled());
+    assert_eq!(out.stop_reason, StopReason::Aborted);
+    let msgs = ctx.messages();
+    let AgentMessage::Assistant(a) = &msgs[1] else {
+        panic!("{msgs:?}")
+    };
+    assert_eq!(a.stop_reason, StopReason::Aborted);
+    assert_eq!(a.text(), "partial ");
+}
+
 #[tokio::test]
 async fn abort_mid_tool_reaches_the_running_tool_and_ends_the_run() {
     let p = FakeProvider::new(vec![vec![

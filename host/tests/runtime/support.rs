@@ -26,6 +26,9 @@ pub(crate) enum Step {
     Wait(Arc<Notify>),
     /// Never yield again (until dropped).
     Hang,
+    /// Fire the call's cancellation token and end the stream, as an HTTP stream does when
+    /// an abort lands after the loop last looked at the token but before the stream did.
+    CancelAndEnd,
 }
 
 pub(crate) fn text(t: &str) -> Step {
@@ -73,6 +76,7 @@ impl FakeProvider {
 
 struct FakeStream {
     steps: VecDeque<Step>,
+    cancel: CancellationToken,
 }
 
 impl ProviderStream for FakeStream {
@@ -89,6 +93,10 @@ impl ProviderStream for FakeStream {
                         self.steps.pop_front();
                     }
                     Step::Hang => std::future::pending::<()>().await,
+                    Step::CancelAndEnd => {
+                        self.cancel.cancel();
+                        return None;
+                    }
                 }
             }
         })
@@ -102,7 +110,7 @@ impl Provider for FakeProvider {
     fn api(&self) -> &str {
         "fake"
     }
-    fn stream(&self, request: ModelRequest, _cancel: CancellationToken) -> Box<dyn ProviderStream> {
+    fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> Box<dyn ProviderStream> {
         self.requests.lock().unwrap().push(request);
         let steps = self
             .responses
@@ -112,6 +120,7 @@ impl Provider for FakeProvider {
             .unwrap_or_else(|| vec![text("(no more scripted responses)"), done(StopReason::Stop)]);
         Box::new(FakeStream {
             steps: steps.into(),
+            cancel,
         })
     }
 }
